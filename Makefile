@@ -1,0 +1,115 @@
+# aiinfra - build, test and run.  `make run` and `make test` are the two set-up commands.
+#
+#   make            library build/libaiinfra.a and CLI build/aiinfra (release, -O2)
+#   make test       deps, build, ASan/UBSan unit tests, parity tests against HF (test venv)
+#   make run        deps, build, demonstrate on a real vocabulary and chat template
+#   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
+#   make bench      benchmarks (tokenizer encode speed vs HF tokenizers)
+#   make asan       the same CLI and tests built with -fsanitize=address,undefined
+
+CC      ?= gcc
+CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+DEPS_CFLAGS := $(shell pkg-config --cflags libpcre2-8 libcjson libutf8proc 2>/dev/null)
+DEPS_LIBS   := -lpcre2-8 -lcjson -lutf8proc -lxxhash -lm -lpthread
+OPT     ?= -O2 -g
+CFLAGS  += $(CSTD) $(WARN) $(OPT) -Iinclude -Isrc $(DEPS_CFLAGS) -MMD -MP
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+BUILD   := build
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/tools/*' | sort)
+CLI_SRC := $(sort $(wildcard src/tools/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+
+SHARED  ?= $(abspath ../shared)
+DATA    := $(BUILD)/data
+TOKDATA := $(DATA)/tokenizers
+
+VENV_REQ := tests/requirements.txt
+VENV    ?= $(HOME)/.cache/aiinfra/venv-$(shell cat $(VENV_REQ) 2>/dev/null | sha256sum | cut -c1-12)
+PY      := $(VENV)/bin/python
+
+# variant(dir, extra cflags) -> objects
+objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
+
+.PHONY: all deps test run fuzz bench asan clean venv data unit parity
+all: $(BUILD)/aiinfra
+
+# ---- release build
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libaiinfra.a: $(call objs,$(BUILD),$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/aiinfra: $(call objs,$(BUILD),$(CLI_SRC)) $(BUILD)/libaiinfra.a
+	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libaiinfra.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ -lcmocka $(DEPS_LIBS)
+
+# ---- sanitizer build (same sources, separate tree)
+ASAN := $(BUILD)/asan
+$(ASAN)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
+
+$(ASAN)/libaiinfra.a: $(call objs,$(ASAN),$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(ASAN)/aiinfra: $(call objs,$(ASAN),$(CLI_SRC)) $(ASAN)/libaiinfra.a
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(DEPS_LIBS)
+
+$(ASAN)/tests/%: $(ASAN)/obj/tests/unit/%.o $(ASAN)/libaiinfra.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lcmocka $(DEPS_LIBS)
+
+UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(TEST_SRC))
+asan: $(ASAN)/aiinfra $(UNIT_BINS)
+
+# ---- dependencies, data, test venv
+deps:
+	@scripts/deps.sh
+
+data: $(TOKDATA)/.ok
+$(TOKDATA)/.ok:
+	@mkdir -p $(DATA)
+	@if [ -f $(SHARED)/data/tokenizers.tar.xz ]; then \
+	  tar xJf $(SHARED)/data/tokenizers.tar.xz -C $(DATA) && touch $@; \
+	else echo "note: $(SHARED)/data/tokenizers.tar.xz absent; tests that need it will skip"; fi
+
+venv: $(VENV)/.ok
+$(VENV)/.ok: $(VENV_REQ)
+	@scripts/venv.sh $(VENV) $(VENV_REQ)
+
+# ---- test: unit tests under ASan/UBSan, then parity tests against the references
+test: deps
+	@$(MAKE) --no-print-directory all asan data venv
+	@AIINFRA_BIN=$(abspath $(ASAN)/aiinfra) AIINFRA_DATA=$(abspath $(DATA)) AIINFRA_SHARED=$(SHARED) \
+	  PY=$(PY) scripts/run_tests.sh $(UNIT_BINS)
+
+run: deps
+	@$(MAKE) --no-print-directory all data
+	@scripts/demo.sh $(BUILD)/aiinfra $(TOKDATA) $(SHARED)
+
+# ---- fuzzing (libFuzzer through clang)
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(CSTD) -g -O1 -Iinclude -Isrc $(DEPS_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(DEPS_LIBS)
+fuzz: deps data $(FUZZ_BINS)
+	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+bench: all data venv
+	@PY=$(PY) scripts/bench_tokenizer.sh $(BUILD)/aiinfra $(TOKDATA)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

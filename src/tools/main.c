@@ -1,0 +1,38 @@
+/* main.c - the `aiinfra` command line: dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"tokenize", cmd_tokenize, "-m PATH [--no-special] [-p TEXT]   text (stdin) -> token ids"},
+    {"detokenize", cmd_detokenize, "-m PATH                         token ids (stdin) -> text"},
+    {"template", cmd_template, "(-m MODEL | --template F) --messages F.json [...]  render a chat template"},
+    {"gguf", cmd_gguf, "FILE                               print a GGUF file's metadata and tensors"},
+};
+
+static void usage(FILE *fp)
+{
+    fprintf(fp, "usage: aiinfra COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(fp, "  %-11s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "aiinfra: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
