@@ -112,4 +112,6 @@ bench: all data venv
 clean:
 	rm -rf $(BUILD)
 
+.SECONDARY:
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
