@@ -85,4 +85,27 @@ const gguf_tensor *gguf_find_tensor(const gguf *g, const char *name);
 
 const char *gguf_type_name(enum gguf_type t);
 
+/* ---- additions (the API above is fixed; these only extend it) ---------------------- */
+
+/* Bytes of one value of a fixed-size type (0 for string, array, unknown). */
+size_t gguf_type_size(enum gguf_type t);
+
+/* ggml tensor types (GGML_TYPE_* ids): name ("q4_0"), elements and bytes per block.
+ * NULL / false for an id ggml does not define (or retired). */
+const char *gguf_ggml_type_name(uint32_t ggml_type);
+bool gguf_ggml_type_size(uint32_t ggml_type, uint32_t *block_elems, uint32_t *block_bytes);
+
+/* By-index access (0 <= i < n_kv), for tools that walk every key: a key may hold
+ * bytes (e.g. NUL) that the by-name lookups cannot express. */
+bool gguf_kv_arr(const gguf *g, int64_t i, enum gguf_type *elem_type, uint64_t *n);
+/* Scalar value bytes (fixed-size types) or a numeric array's packed elements; NULL otherwise.
+ * Little-endian, maybe unaligned: memcpy. */
+const void *gguf_kv_data(const gguf *g, int64_t i);
+bool gguf_kv_str(const gguf *g, int64_t i, gguf_str *out);                   /* string scalar */
+bool gguf_kv_arr_str(const gguf *g, int64_t i, uint64_t j, gguf_str *out);   /* O(1) */
+
+/* Byte offset of the data section in the file, and the file size. */
+uint64_t gguf_data_offset(const gguf *g);
+uint64_t gguf_file_size(const gguf *g);
+
 #endif
