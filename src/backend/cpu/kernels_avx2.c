@@ -39,6 +39,10 @@ TARGET static inline int hsum8_i32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+/* One f16 scale to f32 with the F16C instruction (the portable converter is a call with branches,
+ * which at 2-4 scales per 32-element block costs more than the block's arithmetic). */
+TARGET static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
 /* 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0..15) then high nibbles (16..31). */
 TARGET static inline __m256i unpack_nibbles(const uint8_t *qs)
 {
@@ -183,7 +187,7 @@ TARGET static float dot_q8_0_avx2(int64_t n, const void *w, const void *x)
     for (int64_t i = 0; i < n / 32; i++) {
         __m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
         __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const float d = dtype_f16_to_f32(a[i].d) * dtype_f16_to_f32(b[i].d);
+        const float d = f16(a[i].d) * f16(b[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_s8s8(qa, qb)), acc);
     }
     return hsum8(acc);
@@ -197,7 +201,7 @@ TARGET static float dot_q4_0_avx2(int64_t n, const void *w, const void *x)
     for (int64_t i = 0; i < n / 32; i++) {
         __m256i qa = _mm256_sub_epi8(unpack_nibbles(a[i].qs), _mm256_set1_epi8(8));
         __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const float d = dtype_f16_to_f32(a[i].d) * dtype_f16_to_f32(b[i].d);
+        const float d = f16(a[i].d) * f16(b[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_s8s8(qa, qb)), acc);
     }
     return hsum8(acc);
@@ -212,8 +216,8 @@ TARGET static float dot_q4_1_avx2(int64_t n, const void *w, const void *x)
     for (int64_t i = 0; i < n / 32; i++) {
         __m256i qa = unpack_nibbles(a[i].qs); /* 0..15, unsigned */
         __m256i qb = _mm256_loadu_si256((const __m256i *)b[i].qs);
-        const float d = dtype_f16_to_f32(a[i].d) * dtype_f16_to_f32(b[i].d);
-        sm += dtype_f16_to_f32(a[i].m) * dtype_f16_to_f32(b[i].s);
+        const float d = f16(a[i].d) * f16(b[i].d);
+        sm += f16(a[i].m) * f16(b[i].s);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot_u8s8(qa, qb)), acc);
     }
     return hsum8(acc) + sm;
