@@ -1,0 +1,139 @@
+/* encode.c - the encode pipeline: sanitize, split on added tokens, normalize, pre-tokenize,
+ * BPE every word, add the post-processor's special tokens.
+ *
+ * A word cache (word bytes -> ids) lives for one call only, so the tokenizer stays immutable
+ * and thread-safe; it pays off on large inputs where the same words repeat (English prose hits
+ * it for most words). It is bounded in entries and word length, so it cannot grow without limit.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "aiinfra/utf8.h"
+#include "tokenizer/tok_internal.h"
+
+#define CACHE_MIN_TEXT 512     /* inputs shorter than this skip the cache */
+#define CACHE_MAX_WORD 48
+#define CACHE_SLOTS (1u << 16)
+
+typedef struct cache_slot {
+    uint64_t hash;   /* 0 = empty */
+    uint32_t key_off, key_len;
+    uint32_t ids_off, ids_len;
+} cache_slot;
+
+typedef struct word_cache {
+    cache_slot *slots;
+    buf keys;
+    tok_ids ids;
+    uint32_t used;
+} word_cache;
+
+typedef struct enc_ctx {
+    const tokenizer *t;
+    bpe_scratch *bpe;
+    tok_words words;
+    buf norm;
+    word_cache *cache;
+} enc_ctx;
+
+static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, ai_err *err)
+{
+    word_cache *wc = c->cache;
+    if (!wc || n > CACHE_MAX_WORD) return bpe_word(c->t, c->bpe, w, n, out, err);
+    uint64_t h = XXH3_64bits(w, n) | 1;
+    uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
+    for (;;) {
+        cache_slot *s = &wc->slots[i];
+        if (!s->hash) break;
+        if (s->hash == h && s->key_len == n && !memcmp(wc->keys.data + s->key_off, w, n)) {
+            for (uint32_t k = 0; k < s->ids_len; k++)
+                if (!tok_ids_push(out, wc->ids.data[s->ids_off + k])) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+            return AI_OK;
+        }
+        i = (i + 1) & (CACHE_SLOTS - 1);
+    }
+    size_t before = out->len;
+    ai_status st = bpe_word(c->t, c->bpe, w, n, out, err);
+    if (st || wc->used >= CACHE_SLOTS / 2) return st;
+    cache_slot *s = &wc->slots[i];
+    s->hash = h;
+    s->key_off = (uint32_t)wc->keys.len;
+    s->key_len = (uint32_t)n;
+    s->ids_off = (uint32_t)wc->ids.len;
+    s->ids_len = (uint32_t)(out->len - before);
+    buf_append(&wc->keys, w, n);
+    for (size_t k = before; k < out->len; k++)
+        if (!tok_ids_push(&wc->ids, out->data[k])) { s->hash = 0; return AI_OK; }
+    if (wc->keys.oom) s->hash = 0;
+    else wc->used++;
+    return AI_OK;
+}
+
+static ai_status encode_segment(enc_ctx *c, const char *s, size_t n, bool first, tok_ids *out, ai_err *err)
+{
+    const tokenizer *t = c->t;
+    if (n == 0) return AI_OK;
+    ai_status st;
+    if (t->n_norm) {
+        buf_clear(&c->norm);
+        if ((st = tok_normalize(t, s, n, first, &c->norm, err))) return st;
+        s = c->norm.data ? c->norm.data : "";
+        n = c->norm.len;
+    }
+    if ((st = tok_pretokenize(t, s, n, first, &c->words, err))) return st;
+    for (size_t i = 0; i < c->words.n; i++) {
+        st = encode_word(c, c->words.text.data + c->words.span[2 * i], c->words.span[2 * i + 1], out, err);
+        if (st) return st;
+    }
+    return AI_OK;
+}
+
+ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int flags, tok_ids *out, ai_err *err)
+{
+    if (!t || (!text && len)) return ai_err_set(err, AI_ERR_INVALID, "tokenizer_encode: NULL argument");
+    buf clean;
+    buf_init(&clean);
+    if (!utf8_valid(text, len)) {
+        utf8_sanitize(&clean, text, len);
+        if (clean.oom) { buf_free(&clean); return ai_err_set(err, AI_ERR_NOMEM, "out of memory"); }
+        text = clean.data;
+        len = clean.len;
+    }
+    enc_ctx c = {.t = t};
+    tok_words_init(&c.words);
+    buf_init(&c.norm);
+    ai_status st = AI_OK;
+    c.bpe = bpe_scratch_new();
+    if (!c.bpe) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    word_cache wc = {0};
+    if (!st && len >= CACHE_MIN_TEXT) {
+        wc.slots = calloc(CACHE_SLOTS, sizeof *wc.slots);
+        buf_init(&wc.keys);
+        tok_ids_init(&wc.ids);
+        if (wc.slots) c.cache = &wc;
+    }
+    if (!st && (flags & TOK_ADD_SPECIAL))
+        for (size_t i = 0; i < t->n_prefix; i++)
+            if (!tok_ids_push(out, t->prefix[i])) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    size_t pos = 0;
+    while (!st && pos <= len) {
+        size_t ms, me;
+        int32_t id;
+        bool hit = tok_added_next(t, text, len, pos, flags & TOK_PARSE_SPECIAL, &ms, &me, &id);
+        size_t seg_end = hit ? ms : len;
+        st = encode_segment(&c, text + pos, seg_end - pos, pos == 0, out, err);
+        if (st || !hit) break;
+        if (!tok_ids_push(out, id)) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+        pos = me;
+    }
+    if (!st && (flags & TOK_ADD_SPECIAL))
+        for (size_t i = 0; i < t->n_suffix; i++)
+            if (!tok_ids_push(out, t->suffix[i])) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    if (c.cache) { free(wc.slots); buf_free(&wc.keys); tok_ids_free(&wc.ids); }
+    bpe_scratch_free(c.bpe);
+    tok_words_free(&c.words);
+    buf_free(&c.norm);
+    buf_free(&clean);
+    return st;
+}
