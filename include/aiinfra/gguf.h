@@ -104,6 +104,10 @@ const void *gguf_kv_data(const gguf *g, int64_t i);
 bool gguf_kv_str(const gguf *g, int64_t i, gguf_str *out);                   /* string scalar */
 bool gguf_kv_arr_str(const gguf *g, int64_t i, uint64_t j, gguf_str *out);   /* O(1) */
 
+/* Opens a GGUF image already in memory (for fuzzing, or a file read some other way).
+ * `data` is not copied: it must outlive the handle. `name` is used in error messages. */
+ai_status gguf_open_memory(gguf **out, const void *data, size_t len, const char *name, ai_err *err);
+
 /* Byte offset of the data section in the file, and the file size. */
 uint64_t gguf_data_offset(const gguf *g);
 uint64_t gguf_file_size(const gguf *g);

@@ -422,6 +422,7 @@ ai_status gguf_open(gguf **out, const char *path, ai_err *err)
     gguf *g = calloc(1, sizeof *g);
     if (!g) return ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", path);
     ai_status st = file_map_open(&g->map, path, err);
+    g->owns_map = st == AI_OK;
     if (st == AI_OK) {
         st = gguf_build(g, err);
         if (st != AI_OK) ai_err_prefix(err, "%s", path);
@@ -434,10 +435,27 @@ ai_status gguf_open(gguf **out, const char *path, ai_err *err)
     return AI_OK;
 }
 
+ai_status gguf_open_memory(gguf **out, const void *data, size_t len, const char *name, ai_err *err)
+{
+    *out = NULL;
+    gguf *g = calloc(1, sizeof *g);
+    if (!g) return ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", name);
+    g->map.data = len ? data : NULL;
+    g->map.len = len;
+    ai_status st = gguf_build(g, err);
+    if (st != AI_OK) {
+        ai_err_prefix(err, "%s", name);
+        gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return AI_OK;
+}
+
 void gguf_close(gguf *g)
 {
     if (!g) return;
-    file_map_close(&g->map);
+    if (g->owns_map) file_map_close(&g->map);
     free(g->kv);
     free(g->tensors);
     free(g->str_off);

@@ -16,7 +16,8 @@ struct gguf_kv {
 };
 
 struct gguf {
-    file_map map;
+    file_map map;              /* the file, or the caller's bytes (gguf_open_memory) */
+    bool owns_map;             /* gguf_open mapped it: unmap at close */
     uint32_t version;
     uint32_t alignment;
     uint64_t n_kv, n_tensors;

@@ -557,6 +557,24 @@ static void test_bad_tensors(void **state)
     expect_fail(&w, AI_ERR_FORMAT, "past the end of the file");
 }
 
+static void test_open_memory(void **state)
+{
+    (void)state;
+    wb w = {0};
+    build_valid(&w, 3);
+    gguf *g = NULL;
+    ai_err err = {0};
+    assert_int_equal(gguf_open_memory(&g, w.p, w.len, "mem", &err), AI_OK);
+    check_valid(g, 3);
+    gguf_close(g);
+    w.p[4] = 9; /* version 9 */
+    assert_int_equal(gguf_open_memory(&g, w.p, w.len, "mem", &err), AI_ERR_UNSUPPORTED);
+    assert_null(g);
+    assert_string_equal(err.msg, "mem: unsupported GGUF version 9 (expected 2 or 3)");
+    assert_int_equal(gguf_open_memory(&g, NULL, 0, "empty", &err), AI_ERR_FORMAT);
+    free(w.p);
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -597,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_bad_kv),
         cmocka_unit_test(test_bad_tensors),
+        cmocka_unit_test(test_open_memory),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_type_tables),
     };
