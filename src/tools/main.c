@@ -14,6 +14,9 @@ static const struct command commands[] = {
     {"tokenize", cmd_tokenize, "-m PATH [--no-special] [-p TEXT]   text (stdin) -> token ids"},
     {"detokenize", cmd_detokenize, "-m PATH                         token ids (stdin) -> text"},
     {"template", cmd_template, "(-m MODEL | --template F) --messages F.json [...]  render a chat template"},
+    {"run", cmd_run, "-m MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat]"},
+    {"chat", cmd_chat, "-m MODEL                          interactive multi-turn chat"},
+    {"info", cmd_info, "MODEL                              architecture, parameters, memory ledger"},
     {"gguf", cmd_gguf, "FILE                               print a GGUF file's metadata and tensors"},
 };
 
