@@ -20,21 +20,6 @@
 
 #include "sampler_select.h"
 
-/* Min-heap on the total order: heap[0] is the entry that comes last. */
-static void heap_sift_down(sampler_cand *h, size_t n, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, worst = i;
-        if (l < n && cand_before(h[worst], h[l])) worst = l;
-        if (r < n && cand_before(h[worst], h[r])) worst = r;
-        if (worst == i) return;
-        sampler_cand t = h[i];
-        h[i] = h[worst];
-        h[worst] = t;
-        i = worst;
-    }
-}
-
 static void heap_sift_up(sampler_cand *h, size_t i)
 {
     while (i > 0) {
@@ -80,7 +65,7 @@ ai_status sampler_logprobs(const float *logits, int32_t n_vocab, int32_t token, 
             heap_sift_up(heap, nh - 1);
         } else if (n > 0 && cand_before(c, heap[0])) {
             heap[0] = c;
-            heap_sift_down(heap, nh, 0);
+            select_heap_sift_down(heap, nh, 0);
         }
     }
     const double lse = (double)lmax + log(sum);

@@ -336,33 +336,51 @@ ai_status sampler_filter(sampler *sm, const sampler_seq *s, const float *logits,
     const double lmax = lmaxf, inv_t = 1.0 / (double)s->p.temperature;
     const bool use_p = s->p.top_p < 1.0f, use_minp = s->p.min_p > 0.0f;
     const double log_minp = use_minp ? log((double)s->p.min_p) : -INFINITY;
+
+    /* top-p needs the softmax mass: over all finite tokens (one exp each) */
+    size_t n_finite = 0;
+    double z_all = 0;
+    if (use_p)
+        for (size_t i = 0; i < nv; i++)
+            if (w[i] != -INFINITY) {
+                z_all += exp(((double)w[i] - lmax) * inv_t);
+                n_finite++;
+            }
+    const bool k_cuts = s->p.top_k > 0 && (!use_p || (size_t)s->p.top_k < n_finite);
+    /* Exact tail bound for top-p without top-k: a token of weight w_i has at
+     * most n_finite tokens at or after it, so the mass before it is at least
+     * Z - n_finite * w_i; when n_finite * w_i <= (1 - p) * Z it is >= p*Z and
+     * the token is cut. Dropped here (with a 1e-6 safety margin in log space)
+     * so the ordering below only sees the head of the distribution. */
+    const double tail = use_p && !k_cuts
+                            ? log((1.0 - (double)s->p.top_p) * z_all / (double)n_finite) - 1e-6
+                            : -INFINITY;
+    /* min-p survivors may be pre-selected unless top-k and top-p are both on
+     * (then top-p's mass is over the top-k set, min-p survivors or not) */
+    const bool pre_minp = !(use_p && k_cuts);
+
     sampler_cand *c = sm->cand;
     size_t n = 0, n_minp = 0;
-    double z_all = 0;
     for (size_t i = 0; i < nv; i++) {
         if (w[i] == -INFINITY) continue;
         double x = ((double)w[i] - lmax) * inv_t;  /* <= 0 */
         /* min-p in log space with a margin, exact exp() comparison near the edge */
         bool pass_minp = !use_minp || x > log_minp + 1e-9 || (x > log_minp - 1e-9 && exp(x) >= s->p.min_p);
-        if (use_p) {
-            z_all += exp(x);
-            n_minp += pass_minp;
-        } else if (!pass_minp) {
-            continue;  /* without top-p, min-p survivors are all we need (invariant 1) */
-        }
+        n_minp += pass_minp;
+        if ((pre_minp && !pass_minp) || x <= tail) continue;
         c[n++] = (sampler_cand){ w[i], (int32_t)i };
     }
-    if (!use_p) n_minp = n;
 
+    /* invariant 1: the kept set is the first `keep` of the order */
     size_t pool = n;
-    if (s->p.top_k > 0 && (size_t)s->p.top_k < n) {
+    if (k_cuts && (size_t)s->p.top_k < n) {
         pool = (size_t)s->p.top_k;
         select_partition(c, n, pool);
     }
     size_t keep = pool < n_minp ? pool : n_minp;
     if (use_p) {
         double z = z_all;
-        if (pool < n) {
+        if (k_cuts) {
             z = 0;
             for (size_t j = 0; j < pool; j++) z += exp(((double)c[j].logit - lmax) * inv_t);
         }

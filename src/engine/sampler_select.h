@@ -20,6 +20,10 @@ static inline int cand_before(sampler_cand a, sampler_cand b)
  * order) and a[c..n) the rest. Expected O(n); 0 < c <= n. */
 void select_partition(sampler_cand *a, size_t n, size_t c);
 
+/* Restores the heap below i in h[0..n), a heap whose root comes last in the
+ * order (the worst entry kept), used to keep the best few of a stream. */
+void select_heap_sift_down(sampler_cand *h, size_t n, size_t i);
+
 /* Sorts a[0..n) into the total order. */
 void select_sort(sampler_cand *a, size_t n);
 

@@ -6,6 +6,12 @@
  * only those c are then sorted. A caller that needs more (top-p walking down
  * a flat distribution) selects the next chunk from the remainder.
  *
+ * Two ways to select, chosen by size: for a small c (<= n/16, the usual top-k
+ * of 20-100 out of 150k) a size-c heap whose root is the worst kept entry: on
+ * random data almost every element loses one well-predicted comparison with
+ * the root, about 10x faster than quickselect's unpredictable partitions. For
+ * a large c, quickselect (expected O(n)).
+ *
  * Invariants:
  *   1. the order is total (ids differ), so the result does not depend on the
  *      input permutation: the same set always comes out;
@@ -47,9 +53,36 @@ static size_t median3(const sampler_cand *a, size_t i, size_t j, size_t k)
     return cand_before(a[j], a[k]) ? k : j;
 }
 
+void select_heap_sift_down(sampler_cand *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, worst = i;
+        if (l < n && cand_before(h[worst], h[l])) worst = l;
+        if (r < n && cand_before(h[worst], h[r])) worst = r;
+        if (worst == i) return;
+        swap(h, i, worst);
+        i = worst;
+    }
+}
+
+/* a[0..c) becomes a heap of the best c; displaced entries go to a[c..n). */
+static void heap_select(sampler_cand *a, size_t n, size_t c)
+{
+    for (size_t i = c / 2; i-- > 0;) select_heap_sift_down(a, c, i);
+    for (size_t i = c; i < n; i++)
+        if (cand_before(a[i], a[0])) {
+            swap(a, 0, i);
+            select_heap_sift_down(a, c, 0);
+        }
+}
+
 void select_partition(sampler_cand *a, size_t n, size_t c)
 {
     if (c == 0 || c >= n) return;
+    if (c <= n / 16) {
+        heap_select(a, n, c);
+        return;
+    }
     size_t lo = 0, hi = n;  /* the boundary c lies in [lo, hi) */
     int budget = 8;
     for (size_t m = n; m > 1; m >>= 1) budget += 2;
