@@ -341,10 +341,16 @@ static value *binop_eval(render_ctx *r, int line, int op, value *a, value *b)
         }
         if (is_number(a) && is_number(b)) return v_float(c, as_f(a) + as_f(b));
         if (a->t == V_STR && b->t == V_STR) {
+            /* Markup + str escapes the plain side (markupsafe's __add__/__radd__) */
+            bool safe = a->safe || b->safe;
+            if (safe && !a->safe) a = html_escape(r, a);
+            if (safe && !b->safe) b = html_escape(r, b);
             size_t mark = scratch_begin(r);
             buf_append(r->out, a->u.str.s, a->u.str.n);
             buf_append(r->out, b->u.str.s, b->u.str.n);
-            return scratch_end(r, mark);
+            value *v = scratch_end(r, mark);
+            v->safe = safe;
+            return v;
         }
         if (a->t == V_LIST && b->t == V_LIST && a->tuple == b->tuple) {
             value *l = v_list(c, a->u.list.n + b->u.list.n);

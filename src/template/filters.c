@@ -101,8 +101,9 @@ static value *seq_filter(fargs *a, value *t, bool by_attr, bool keep)
 {
     render_ctx *r = a->r;
     int line = a->n->line;
-    value *it = v_iterate(r, line, t);
+    value *it = v_truthy(t) ? v_iterate(r, line, t) : v_list(&r->tc, 0);  /* jinja: "if value:" */
     value *out = v_list(&r->tc, 0);
+    out->gen = true;
     size_t first = by_attr ? 1 : 0;
     value *attr = by_attr ? arg(a, 0, "attribute") : NULL;
     if (by_attr && !attr) ferr(a, "%.*s: missing attribute argument%s", "");
@@ -252,14 +253,17 @@ static int64_t py_len(fargs *a, value *t)
 {
     switch (t->t) {
     case V_STR: return (int64_t)utf8_cp_count(t->u.str.s, t->u.str.n);
-    case V_LIST: return (int64_t)t->u.list.n;
-    case V_DICT: case V_NS: return (int64_t)t->u.dict.n;
+    case V_LIST: if (t->gen) break; return (int64_t)t->u.list.n;
+    case V_DICT: return (int64_t)t->u.dict.n;
     case V_UNDEF: return 0;
-    default: tpl_fail(&a->r->tc, AI_ERR_RUNTIME, a->n->line, "object of type '%s' has no len()", v_type_name(t));
+    default: break;
+    }
+    {
+        tpl_fail(&a->r->tc, AI_ERR_RUNTIME, a->n->line, "object of type '%s' has no len()", v_type_name(t));
     }
 }
 
-static value *html_escape(render_ctx *r, value *t)
+value *html_escape(render_ctx *r, value *t)
 {
     value *s = str_of(r, t);
     size_t mark = scratch_begin(r);
@@ -322,7 +326,12 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
         if (t->t == V_UNDEF || (truthy_arg(bo, false) && !v_truthy(t))) return dv ? dv : v_str_ref(c, "", 0);
         return t;
     }
-    if (IS("safe")) return t;
+    if (IS("safe")) {
+        value *s = v_new(c, V_STR);
+        *s = *str_of(r, t);
+        s->safe = true;
+        return s;
+    }
     if (IS("string")) return str_of(r, t);
     if (IS("tojson")) return do_tojson(a, t);
     if (IS("length") || IS("count")) return v_int(c, py_len(a, t));
@@ -429,8 +438,9 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
         return l;
     }
     if (IS("map")) {
-        value *it = v_iterate(r, line, t);
+        value *it = v_truthy(t) ? v_iterate(r, line, t) : v_list(c, 0);
         value *l = v_list(c, it->u.list.n);
+        l->gen = true;
         value *attr = arg(a, 99, "attribute");
         if (attr) {
             value *dflt = arg(a, 99, "default");
@@ -535,7 +545,12 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
         }
         return v_int(c, k);
     }
-    if (IS("escape") || IS("e") || IS("forceescape")) return html_escape(r, t);
+    if (IS("escape") || IS("e") || IS("forceescape")) {
+        if (t->t == V_STR && t->safe && !IS("forceescape")) return t;
+        value *e = html_escape(r, t);
+        e->safe = true;
+        return e;
+    }
 #undef IS
     tpl_fail(c, AI_ERR_UNSUPPORTED, line, "unsupported filter '%.*s'", (int)fn, f);
 }

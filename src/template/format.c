@@ -126,7 +126,11 @@ void v_to_str(tpl_ctx *c, const value *v, buf *out)
     case V_INT: buf_printf(out, "%lld", (long long)v->u.i); return;
     case V_FLOAT: fmt_float(v->u.f, out); return;
     case V_STR: buf_append(out, v->u.str.s, v->u.str.n); return;
-    case V_LIST: case V_DICT: v_repr(c, v, out); return;
+    case V_LIST:
+        if (v->gen) { buf_puts(out, "<generator object>"); return; }
+        v_repr(c, v, out);
+        return;
+    case V_DICT: v_repr(c, v, out); return;
     case V_NS:
         buf_puts(out, "<Namespace {");
         for (size_t i = 0; i < v->u.dict.n; i++) {
@@ -222,6 +226,7 @@ static void json_rec(tpl_ctx *c, int line, const value *v, const json_opts *o, i
         return;
     case V_STR: json_str(v->u.str.s, v->u.str.n, o->ensure_ascii, out); return;
     case V_LIST:
+        if (v->gen) break;
         if (v->u.list.n == 0) { buf_puts(out, "[]"); return; }
         buf_putc(out, '[');
         for (size_t i = 0; i < v->u.list.n; i++) {
@@ -254,7 +259,9 @@ static void json_rec(tpl_ctx *c, int line, const value *v, const json_opts *o, i
         buf_putc(out, '}');
         return;
     }
-    default:
+    default: break;
+    }
+    {
         tpl_fail(c, AI_ERR_RUNTIME, line, "tojson: Object of type %s is not JSON serializable", v_type_name(v));
     }
 }

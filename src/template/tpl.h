@@ -125,6 +125,8 @@ typedef struct loop_state loop_state;
 struct value {
     vtype t;
     bool tuple;                                  /* V_LIST made from a tuple */
+    bool gen;                                    /* V_LIST standing for a Jinja generator (map/select) */
+    bool safe;                                   /* V_STR that is Markup (|safe, |escape) */
     union {
         bool b;
         int64_t i;
@@ -200,6 +202,7 @@ value *call_value(render_ctx *r, int line, value *fn, value **args, size_t nargs
 value *filter_apply(render_ctx *r, const node *n, value *target, value **args, size_t nargs,
                     const char **kwn, size_t *kwl, value **kwv, size_t nkw);
 bool filter_known(const char *name, size_t n);
+value *html_escape(render_ctx *r, value *t);   /* markupsafe.escape, as a plain str */
 bool test_apply(render_ctx *r, const node *n, value *target, value **args, size_t nargs);
 bool test_known(const char *name, size_t n);
 value *method_call(render_ctx *r, int line, value *self, const char *name, size_t nlen,

@@ -182,7 +182,7 @@ const char *v_type_name(const value *v)
     case V_INT: return "int";
     case V_FLOAT: return "float";
     case V_STR: return "str";
-    case V_LIST: return v->tuple ? "tuple" : "list";
+    case V_LIST: return v->gen ? "generator" : v->tuple ? "tuple" : "list";
     case V_DICT: return "dict";
     case V_NS: return "Namespace";
     case V_FUNC: case V_METHOD: return "function";
@@ -200,7 +200,7 @@ bool v_truthy(const value *v)
     case V_INT: return v->u.i != 0;
     case V_FLOAT: return v->u.f != 0.0;
     case V_STR: return v->u.str.n != 0;
-    case V_LIST: return v->u.list.n != 0;
+    case V_LIST: return v->gen || v->u.list.n != 0;
     case V_DICT: return v->u.dict.n != 0;
     default: return true;
     }
