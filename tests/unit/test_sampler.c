@@ -324,6 +324,23 @@ static void draw_seq(const sampler_params *p, uint64_t entropy, int32_t *out, in
     sampler_free(&sm);
 }
 
+/* Published reference outputs: xoshiro256** from state {1, 2, 3, 4} (the
+ * reference C code's vector, as used by rand_xoshiro's tests) and splitmix64
+ * from state 0 (first three outputs). */
+static void test_rng_reference(void **state)
+{
+    (void)state;
+    sampler_rng r = { { 1, 2, 3, 4 } };
+    const uint64_t expect[10] = { 11520u, 0u, 1509978240u, 1215971899390074240u, 1216172134540287360u,
+                                  607988272756665600u, 16172922978634559625u, 8476171486693032832u,
+                                  10595114339597558777u, 2904607092377533576u };
+    for (int i = 0; i < 10; i++) assert_true(sampler_rng_next(&r) == expect[i]);
+    sampler_rng_seed(&r, 0);
+    assert_true(r.s[0] == 0xE220A8397B1DCDAFull);
+    assert_true(r.s[1] == 0x6E789E6AA1B965F4ull);
+    assert_true(r.s[2] == 0x06C45D188009454Full);
+}
+
 static void test_seeds(void **state)
 {
     (void)state;
@@ -742,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_temperature_before_top_p),
         cmocka_unit_test(test_min_p),
         cmocka_unit_test(test_filters_large_vs_naive),
+        cmocka_unit_test(test_rng_reference),
         cmocka_unit_test(test_seeds),
         cmocka_unit_test(test_penalties_known),
         cmocka_unit_test(test_penalties_incremental),
