@@ -14,23 +14,24 @@ static bool self_mapped(unsigned b)
     return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
 }
 
+/* The 68 remapped bytes, in order: 0x00..0x20, 0x7F..0xA0, 0xAD -> U+0100.. */
 static uint32_t byte_to_cp(unsigned b)
 {
     if (self_mapped(b)) return b;
-    unsigned n = 0;
-    for (unsigned i = 0; i < b; i++) n += !self_mapped(i);
-    return 256 + n;
+    if (b <= 32) return 256 + b;
+    if (b >= 127 && b <= 160) return 256 + 33 + (b - 127);
+    return 256 + 67;  /* 0xAD */
 }
 
-/* Inverse: code point (< 324) -> byte, or -1. */
+/* Inverse: code point -> byte, or -1. */
 static int cp_to_byte(uint32_t cp)
 {
     if (cp < 256) return self_mapped(cp) ? (int)cp : -1;
     if (cp >= 256 + 68) return -1;
     unsigned n = cp - 256;
-    for (unsigned b = 0; b < 256; b++)
-        if (!self_mapped(b) && n-- == 0) return (int)b;
-    return -1;
+    if (n < 33) return (int)n;
+    if (n < 67) return (int)(127 + n - 33);
+    return 173;
 }
 
 void bytelevel_encode(buf *out, const char *s, size_t n)

@@ -68,9 +68,10 @@ static ai_status load_merges(tokenizer *t, const gguf *g, ai_err *err)
     uint64_t n;
     if (!gguf_get_arr(g, KEY("merges"), &et, &n) || et != GGUF_TYPE_STRING)
         return ai_err_set(err, AI_ERR_FORMAT, KEY("merges") " missing or not a string array");
+    ai_status st = tok_merge_reserve(t, n, err);
+    if (st) return st;
     buf ka, kb, cat;
     buf_init(&ka); buf_init(&kb); buf_init(&cat);
-    ai_status st = AI_OK;
     for (uint64_t j = 0; j < n && !st; j++) {
         gguf_str s;
         if (!gguf_arr_str(g, KEY("merges"), j, &s)) { st = ai_err_set(err, AI_ERR_FORMAT, KEY("merges") "[%llu] unreadable", (unsigned long long)j); break; }

@@ -304,6 +304,8 @@ static ai_status parse_merges(tokenizer *t, const cJSON *merges, ai_err *err)
     ai_status st = AI_OK;
     int32_t rank = 0;
     const cJSON *m;
+    ai_status rs = tok_merge_reserve(t, (size_t)cJSON_GetArraySize(merges), err);
+    if (rs) { buf_free(&ka); buf_free(&kb); buf_free(&cat); return rs; }
     cJSON_ArrayForEach(m, merges) {
         const char *a, *b;
         size_t an, bn;

@@ -49,9 +49,9 @@ typedef struct tok_entry {
     uint8_t byte_val;            /* for TOK_ATTR_BYTE */
 } tok_entry;
 
-/* string -> id (open addressing on xxh3; slot holds id + 1, 0 = empty) */
+/* string -> id (open addressing on xxh3; 0 = empty) */
 typedef struct tok_strmap {
-    uint32_t *slots;
+    uint64_t *slots;  /* (hash >> 32) << 32 | (id + 1) */
     uint32_t mask;
 } tok_strmap;
 
@@ -155,6 +155,7 @@ ai_status tok_set_token(tokenizer *t, int32_t id, const char *text, size_t len, 
 ai_status tok_finish(tokenizer *t, ai_err *err);   /* keys, maps, byte ids, added index */
 int32_t tok_lookup(const tokenizer *t, const char *key, size_t len);       /* -1 if absent */
 int32_t tok_find_text(const tokenizer *t, const char *text, size_t len);   /* linear scan, -1 if absent */
+ai_status tok_merge_reserve(tokenizer *t, size_t n, ai_err *err);
 ai_status tok_merge_add(tokenizer *t, int32_t left, int32_t right, int32_t rank, int32_t id, ai_err *err);
 bool tok_merge_get(const tokenizer *t, int32_t left, int32_t right, int32_t *rank, int32_t *id);
 ai_status tok_merges_from_ranks(tokenizer *t, const int32_t *rank, ai_err *err);

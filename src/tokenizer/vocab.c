@@ -70,12 +70,16 @@ static bool in_map(const tok_entry *e)
 int32_t tok_lookup(const tokenizer *t, const char *key, size_t len)
 {
     if (!t->map.slots) return -1;
-    uint32_t i = (uint32_t)XXH3_64bits(key, len) & t->map.mask;
+    uint64_t h = XXH3_64bits(key, len);
+    uint32_t i = (uint32_t)h & t->map.mask, tag = (uint32_t)(h >> 32);
     for (;;) {
-        uint32_t v = t->map.slots[i];
+        uint64_t v = t->map.slots[i];
         if (!v) return -1;
-        const tok_entry *e = &t->tok[v - 1];
-        if (e->key_len == len && !memcmp(t->strings.data + e->key_off, key, len)) return (int32_t)(v - 1);
+        if ((uint32_t)(v >> 32) == tag) {
+            uint32_t id = (uint32_t)v - 1;
+            const tok_entry *e = &t->tok[id];
+            if (e->key_len == len && !memcmp(t->strings.data + e->key_off, key, len)) return (int32_t)id;
+        }
         i = (i + 1) & t->map.mask;
     }
 }
@@ -99,13 +103,15 @@ static ai_status build_map(tokenizer *t, ai_err *err)
         const tok_entry *e = &t->tok[id];
         if (!in_map(e)) continue;
         const char *k = t->strings.data + e->key_off;
-        uint32_t i = (uint32_t)XXH3_64bits(k, e->key_len) & t->map.mask;
+        uint64_t h = XXH3_64bits(k, e->key_len);
+        uint32_t i = (uint32_t)h & t->map.mask;
+        uint64_t slot = (h >> 32 << 32) | ((uint64_t)id + 1);
         for (;;) {
-            uint32_t v = t->map.slots[i];
-            if (!v) { t->map.slots[i] = (uint32_t)id + 1; break; }
-            const tok_entry *o = &t->tok[v - 1];
-            if (o->key_len == e->key_len && !memcmp(t->strings.data + o->key_off, k, e->key_len)) {
-                t->map.slots[i] = (uint32_t)id + 1;  /* duplicate spelling: the later id wins (llama.cpp) */
+            uint64_t v = t->map.slots[i];
+            if (!v) { t->map.slots[i] = slot; break; }
+            const tok_entry *o = &t->tok[(uint32_t)v - 1];
+            if ((v >> 32) == (h >> 32) && o->key_len == e->key_len && !memcmp(t->strings.data + o->key_off, k, e->key_len)) {
+                t->map.slots[i] = slot;  /* duplicate spelling: the later id wins (llama.cpp) */
                 break;
             }
             i = (i + 1) & t->map.mask;
@@ -171,11 +177,13 @@ ai_status tok_finish(tokenizer *t, ai_err *err)
 // --- merge map
 
 static uint64_t pair_key(int32_t l, int32_t r) { return (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1; }
+static uint32_t pair_hash(uint64_t k) { return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 29); }
 
-static ai_status merge_grow(tokenizer *t, ai_err *err)
+static ai_status merge_grow(tokenizer *t, size_t want, ai_err *err)
 {
     tok_mergemap *m = &t->merges;
     uint32_t cap = m->keys ? (m->mask + 1) * 2 : 1024;
+    while (cap < want * 2 && cap < (1u << 30)) cap *= 2;
     uint64_t *keys = calloc(cap, sizeof *keys);
     int32_t *rank = malloc(cap * sizeof *rank), *id = malloc(cap * sizeof *id);
     if (!keys || !rank || !id) {
@@ -184,7 +192,7 @@ static ai_status merge_grow(tokenizer *t, ai_err *err)
     }
     for (uint32_t i = 0; m->keys && i <= m->mask; i++) {
         if (!m->keys[i]) continue;
-        uint32_t j = (uint32_t)XXH3_64bits(&m->keys[i], 8) & (cap - 1);
+        uint32_t j = pair_hash(m->keys[i]) & (cap - 1);
         while (keys[j]) j = (j + 1) & (cap - 1);
         keys[j] = m->keys[i]; rank[j] = m->rank[i]; id[j] = m->id[i];
     }
@@ -193,15 +201,21 @@ static ai_status merge_grow(tokenizer *t, ai_err *err)
     return AI_OK;
 }
 
+ai_status tok_merge_reserve(tokenizer *t, size_t n, ai_err *err)
+{
+    if (n > (1u << 28)) return ai_err_set(err, AI_ERR_RANGE, "%zu merges is too many", n);
+    return t->merges.keys ? AI_OK : merge_grow(t, n, err);
+}
+
 ai_status tok_merge_add(tokenizer *t, int32_t left, int32_t right, int32_t rank, int32_t id, ai_err *err)
 {
     tok_mergemap *m = &t->merges;
     if (!m->keys || (m->count + 1) * 2 > m->mask + 1) {
-        ai_status st = merge_grow(t, err);
+        ai_status st = merge_grow(t, 0, err);
         if (st) return st;
     }
     uint64_t k = pair_key(left, right);
-    uint32_t i = (uint32_t)XXH3_64bits(&k, 8) & m->mask;
+    uint32_t i = pair_hash(k) & m->mask;
     while (m->keys[i] && m->keys[i] != k) i = (i + 1) & m->mask;
     if (m->keys[i]) {               /* the same pair twice: keep the earlier (lower) rank */
         if (rank < m->rank[i]) { m->rank[i] = rank; m->id[i] = id; }
@@ -217,7 +231,7 @@ bool tok_merge_get(const tokenizer *t, int32_t left, int32_t right, int32_t *ran
     const tok_mergemap *m = &t->merges;
     if (!m->keys) return false;
     uint64_t k = pair_key(left, right);
-    uint32_t i = (uint32_t)XXH3_64bits(&k, 8) & m->mask;
+    uint32_t i = pair_hash(k) & m->mask;
     for (;;) {
         uint64_t v = m->keys[i];
         if (!v) return false;

@@ -3,7 +3,7 @@
  *   tokenize -m PATH [--no-special] [-p TEXT] [--jsonl] [--stats]
  *       text from stdin (or -p) -> ids on one line. Special-token text is always matched
  *       (HF default); --no-special only leaves out BOS/EOS. --jsonl: every stdin line is a JSON
- *       string, one id line per input line. --stats: encode MB/s on stderr (load excluded).
+ *       string (or 'x' + hex digits, for arbitrary bytes), one id line per input line. --stats: encode MB/s on stderr (load excluded).
  *   detokenize -m PATH [--jsonl] [--stream] [--skip-special]
  *       whitespace-separated ids -> text (no newline added). --jsonl: every line a JSON array
  *       of ids -> one JSON string per line. --stream: decode through the streaming detokenizer,
@@ -34,6 +34,23 @@ static void print_ids(const tok_ids *ids, buf *out)
 {
     for (size_t i = 0; i < ids->len; i++) buf_printf(out, i ? " %d" : "%d", (int)ids->data[i]);
     buf_putc(out, '\n');
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static bool parse_hex(const char *s, size_t n, buf *out)
+{
+    while (n && (s[n - 1] == '\r' || s[n - 1] == ' ')) n--;
+    if (n % 2) return false;
+    for (size_t i = 0; i < n; i += 2) {
+        int a = hexval(s[i]), b = hexval(s[i + 1]);
+        if (a < 0 || b < 0) return false;
+        buf_putc(out, (char)(a * 16 + b));
+    }
+    return true;
 }
 
 static int usage(const char *cmd)
@@ -98,7 +115,24 @@ int cmd_tokenize(int argc, char **argv)
             size_t j = i;
             while (j < len && p[j] != '\n') j++;
             line++;
-            if (j > i) {
+            if (j > i && p[i] == 'x') {
+                buf raw;
+                buf_init(&raw);
+                if (!parse_hex(p + i + 1, j - i - 1, &raw)) {
+                    fprintf(stderr, "aiinfra tokenize: stdin line %d: bad hex\n", line);
+                    rc = 1;
+                } else {
+                    ids.len = 0;
+                    if (tokenizer_encode(t, raw.data, raw.len, flags, &ids, &err)) {
+                        fprintf(stderr, "aiinfra tokenize: line %d: %s\n", line, err.msg);
+                        rc = 1;
+                    }
+                    print_ids(&ids, &out);
+                    n_bytes += raw.len;
+                    n_tokens += ids.len;
+                }
+                buf_free(&raw);
+            } else if (j > i) {
                 cJSON *s = cJSON_ParseWithLength(p + i, j - i);
                 if (!cJSON_IsString(s)) {
                     fprintf(stderr, "aiinfra tokenize: stdin line %d: not a JSON string\n", line);
@@ -154,6 +188,19 @@ static bool parse_ids(const char *s, size_t n, tok_ids *ids, char *msg, size_t m
         if (!tok_ids_push(ids, (int32_t)v)) { snprintf(msg, msg_len, "out of memory"); return false; }
     }
     return true;
+}
+
+/* Appends s[0..n) (valid UTF-8, may hold NULs) as a JSON string literal. */
+static void json_string(buf *out, const char *s, size_t n)
+{
+    buf_putc(out, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { buf_putc(out, '\\'); buf_putc(out, (char)c); }
+        else if (c < 0x20 || c == 0x7F) buf_printf(out, "\\u%04x", c);
+        else buf_putc(out, (char)c);
+    }
+    buf_putc(out, '"');
 }
 
 static ai_status decode_ids(const tokenizer *t, const tok_ids *ids, int flags, bool stream, buf *out, ai_err *err)
@@ -242,11 +289,8 @@ int cmd_detokenize(int argc, char **argv)
             fprintf(stderr, "aiinfra detokenize: %s\n", err.msg);
             rc = 1;
         } else if (jsonl) {
-            cJSON *s = cJSON_CreateString(one.data ? one.data : "");
-            char *js = cJSON_PrintUnformatted(s);
-            if (js) { buf_puts(&out, js); buf_putc(&out, '\n'); }
-            free(js);
-            cJSON_Delete(s);
+            json_string(&out, one.data, one.len);
+            buf_putc(&out, '\n');
         } else {
             buf_append(&out, one.data, one.len);
         }
