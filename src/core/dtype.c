@@ -17,8 +17,14 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DTYPE_X86 1
+#endif
+
+#ifdef __clang__
+/* clang contracts a*b+c into FMA even in ISO C mode; the quantizers need the two roundings */
+#pragma STDC FP_CONTRACT OFF
 #endif
 
 // --- traits
@@ -155,7 +161,12 @@ static void f32_to_f16_f16c(const float *x, uint16_t *y, int64_t n)
     for (; i < n; i++) y[i] = dtype_f32_to_f16(x[i]);
 }
 
-static bool has_f16c(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
+/* CPUID.1:ECX bit 29 is F16C (clang's __builtin_cpu_supports does not know "f16c"). */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
 #endif
 
 void dtype_f16_to_f32_row(const uint16_t *x, float *y, int64_t n)

@@ -304,6 +304,11 @@ static void test_matmul_errors(void **state)
     assert_int_equal(cpu_matmul(NULL, CPU_ISA_COUNT, DTYPE_F32, w, 1, 4, x, 1, y, NULL, 0, &e), AI_ERR_UNSUPPORTED);
     assert_int_equal(cpu_matmul(NULL, CPU_ISA_SCALAR, DTYPE_Q4_0, w, 2, 64, x, 1, y, work, 68, &e), AI_OK);
     assert_int_equal(cpu_quantize_act(CPU_ISA_SCALAR, DTYPE_Q4_0, x, work, 32, &e), AI_ERR_UNSUPPORTED);
+#if defined(__x86_64__)
+    /* the SIMD tests above must not silently skip AVX2 on a machine that has it */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        assert_int_equal(cpu_isa_best(), CPU_ISA_AVX2);
+#endif
 }
 
 // --- thread pool

@@ -12,6 +12,10 @@
  */
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "backend/cpu/kernels.h"
 
 #define ROWS_PER_TASK 64
@@ -26,7 +30,12 @@ bool cpu_isa_available(cpu_isa isa)
     case CPU_ISA_SCALAR: return true;
     case CPU_ISA_AVX2:
 #ifdef CPU_HAVE_AVX2_TABLE
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    {
+        /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c") */
+        unsigned a, b, c, d;
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    }
 #else
         return false;
 #endif
