@@ -337,16 +337,23 @@ ai_status sampler_filter(sampler *sm, const sampler_seq *s, const float *logits,
     const bool use_p = s->p.top_p < 1.0f, use_minp = s->p.min_p > 0.0f;
     const double log_minp = use_minp ? log((double)s->p.min_p) : -INFINITY;
 
-    /* top-p needs the softmax mass: over all finite tokens (one exp each) */
-    size_t n_finite = 0;
+    /* top-p needs the softmax mass of what top-k keeps: when top-k cuts, of
+     * those k (summed later); otherwise of all finite tokens (one exp each) */
+    size_t n_finite = nv;
+    if (use_p && s->p.top_k > 0 && (size_t)s->p.top_k < nv) {
+        n_finite = 0;
+        for (size_t i = 0; i < nv; i++) n_finite += w[i] != -INFINITY;
+    }
+    const bool k_cuts = s->p.top_k > 0 && (!use_p || (size_t)s->p.top_k < n_finite);
     double z_all = 0;
-    if (use_p)
+    if (use_p && !k_cuts) {
+        n_finite = 0;
         for (size_t i = 0; i < nv; i++)
             if (w[i] != -INFINITY) {
                 z_all += exp(((double)w[i] - lmax) * inv_t);
                 n_finite++;
             }
-    const bool k_cuts = s->p.top_k > 0 && (!use_p || (size_t)s->p.top_k < n_finite);
+    }
     /* Exact tail bound for top-p without top-k: a token of weight w_i has at
      * most n_finite tokens at or after it, so the mass before it is at least
      * Z - n_finite * w_i; when n_finite * w_i <= (1 - p) * Z it is >= p*Z and
