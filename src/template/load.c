@@ -179,6 +179,7 @@ ai_status chat_messages_normalize(cJSON *messages, ai_err *err)
         if (!t) {
             t = cJSON_Duplicate(reason, true);
             if (!t) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+            cJSON_free(t->string);  /* the duplicate carries the alias's member name */
             t->string = strdup("thinking");
             if (!t->string) { cJSON_Delete(t); return ai_err_set(err, AI_ERR_NOMEM, "out of memory"); }
         }

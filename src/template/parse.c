@@ -725,7 +725,11 @@ static node *parse_body(parser *p, const char *const *ends)
     for (;;) {
         const token *t = cur(p);
         if (t->type == T_EOF) {
-            if (ends) tpl_fail(p->c, AI_ERR_FORMAT, t->line, "unexpected end of template, expected '%s'", ends[0]);
+            if (ends) {
+                int k = 0;
+                while (ends[k + 1]) k++;
+                tpl_fail(p->c, AI_ERR_FORMAT, t->line, "unexpected end of template, expected '%s'", ends[k]);
+            }
             break;
         }
         if (ends && at_block(p, ends)) break;

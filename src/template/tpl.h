@@ -31,7 +31,7 @@
 #define TPL_MAX_DEPTH       200             /* parser/evaluator nesting */
 #define TPL_MAX_OUTPUT      (64u << 20)     /* rendered bytes */
 #define TPL_MAX_EVAL_DEPTH  1000            /* evaluator recursion (macros included) */
-#define TPL_MAX_ITER        10000000        /* loop iterations per render */
+#define TPL_MAX_ITER        1000000         /* loop iterations per render */
 #define TPL_MAX_ARENA       ((size_t)1 << 30) /* bytes of values per render */
 #define TPL_MAX_SOURCE      (16u << 20)     /* template source bytes */
 
