@@ -199,6 +199,8 @@ typedef struct stop_matcher {
     buf out;           /* what the last feed/flush released */
     bool stopped;
     int32_t stop_index;  /* which stop string matched, -1 none */
+    bool include_stop;   /* vLLM include_stop_str_in_output: release the match too.
+                          * false after init; set it before the first feed. */
 } stop_matcher;
 
 ai_status stop_matcher_init(stop_matcher *m, const char *const *stops, size_t n, ai_err *err);
@@ -207,7 +209,8 @@ void stop_matcher_free(stop_matcher *m);
 typedef struct stop_result {
     const char *emit;  /* (emit_len) bytes safe to send now; valid until the next call */
     size_t emit_len;
-    bool stopped;      /* a stop string completed: emit ends right before it; stop feeding */
+    bool stopped;      /* a stop string completed: emit ends right before it (or right
+                        * after it with include_stop); stop feeding */
     int32_t stop_index;
 } stop_result;
 

@@ -11,7 +11,8 @@
  * first (the longest). That is what a reader of the stream would see happen,
  * and it makes the result independent of how the text was cut into pieces.
  * The output is truncated right before the winning match (OpenAI: the stop
- * sequence is not returned).
+ * sequence is not returned), or right after it with include_stop (vLLM's
+ * include_stop_str_in_output).
  *
  * Invariants:
  *   1. pending holds at most max_len - 1 bytes after a feed, and they are the
@@ -117,7 +118,7 @@ ai_status stop_matcher_feed(stop_matcher *m, const char *text, size_t len, stop_
             }
         }
         if (which >= 0) {
-            release(m, cut);
+            release(m, m->include_stop ? end : cut);
             buf_clear(&m->pending);
             m->stopped = true;
             m->stop_index = which;

@@ -698,6 +698,18 @@ static void test_stop_strings(void **state)
     assert_string_equal(out.data, "\xE4\xBD\xA0\xE5\xA5\xBD");
     buf_free(&out);
 
+    /* include_stop (vLLM include_stop_str_in_output): the match is released too */
+    assert_int_equal(stop_matcher_init(&m, stops, 3, &e), AI_OK);
+    m.include_stop = true;
+    assert_int_equal(stop_matcher_feed(&m, "say wo", 6, &r, &e), AI_OK);
+    assert_int_equal(r.emit_len, 4);  /* "say ": "wo" may start "world" */
+    assert_int_equal(stop_matcher_feed(&m, "rld!", 4, &r, &e), AI_OK);
+    assert_true(r.stopped);
+    assert_int_equal(r.stop_index, 2);  /* "orl" completes before "world" */
+    assert_int_equal(r.emit_len, 4);  /* output "say worl": up to the end of the match */
+    assert_memory_equal(r.emit, "worl", 4);
+    stop_matcher_free(&m);
+
     const char *bad[] = { "" };
     assert_int_equal(stop_matcher_init(&m, bad, 1, &e), AI_ERR_INVALID);
 }
