@@ -52,6 +52,8 @@ const safetensors_tensor *safetensors_tensor_at(const safetensors *st, uint64_t 
 const safetensors_tensor *safetensors_find(const safetensors *st, const char *name);
 /* A __metadata__ string value, NULL when absent. */
 const char *safetensors_metadata(const safetensors *st, const char *key);
+/* All __metadata__ entries in header order: false when i is out of range. */
+bool safetensors_metadata_at(const safetensors *st, uint64_t i, const char **key, const char **value);
 
 /* "F16", ... and bytes per element; NULL / 0 for an out-of-range dtype. */
 const char *safetensors_dtype_name(enum safetensors_dtype dt);

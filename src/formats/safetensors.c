@@ -264,3 +264,13 @@ const char *safetensors_metadata(const safetensors *st, const char *key)
     const cJSON *v = st->metadata ? cJSON_GetObjectItemCaseSensitive(st->metadata, key) : NULL;
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
+
+bool safetensors_metadata_at(const safetensors *st, uint64_t i, const char **key, const char **value)
+{
+    const cJSON *m = st->metadata ? st->metadata->child : NULL;
+    for (; m && i; i--) m = m->next;
+    if (!m) return false;
+    *key = m->string;
+    *value = m->valuestring; /* strings only: checked at open */
+    return true;
+}

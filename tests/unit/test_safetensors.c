@@ -98,6 +98,11 @@ static void test_valid(void **state)
     assert_int_equal(safetensors_n_tensors(st), 6);
     assert_string_equal(safetensors_metadata(st, "format"), "pt");
     assert_null(safetensors_metadata(st, "missing"));
+    const char *mk, *mv;
+    assert_true(safetensors_metadata_at(st, 1, &mk, &mv));
+    assert_string_equal(mk, "note");
+    assert_string_equal(mv, "x");
+    assert_false(safetensors_metadata_at(st, 2, &mk, &mv));
     const safetensors_tensor *t = safetensors_find(st, "w.f32");
     assert_non_null(t);
     assert_ptr_equal(t, safetensors_tensor_at(st, 0));
