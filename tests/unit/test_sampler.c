@@ -226,34 +226,36 @@ static void test_min_p(void **state)
 }
 
 /* Naive reference from the definitions: full sort, then each filter in order. */
-static const float *naive_rows;  /* the row qsort's comparator reads (test-only) */
+typedef struct naive_pair {
+    float l;
+    int32_t id;
+} naive_pair;
+
 static int naive_cmp(const void *pa, const void *pb)
 {
-    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-    float x = naive_rows[a], y = naive_rows[b];
-    if (x != y) return x > y ? -1 : 1;
-    return (a > b) - (a < b);
+    const naive_pair *a = pa, *b = pb;
+    if (a->l != b->l) return a->l > b->l ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
 }
 
 static size_t naive_filter(const float *l, int32_t n, const sampler_params *p, int32_t *keep)
 {
-    int32_t *o = malloc((size_t)n * sizeof *o);
+    naive_pair *o = malloc((size_t)n * sizeof *o);
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++)
-        if (l[i] != -INFINITY) o[m++] = i;
-    naive_rows = l;
+        if (l[i] != -INFINITY) o[m++] = (naive_pair){ l[i], i };
     qsort(o, (size_t)m, sizeof *o, naive_cmp);
     if (p->top_k > 0 && p->top_k < m) m = p->top_k;
     double t = p->temperature, z = 0, cum = 0;
-    for (int32_t j = 0; j < m; j++) z += exp(((double)l[o[j]] - l[o[0]]) / t);
+    for (int32_t j = 0; j < m; j++) z += exp(((double)o[j].l - o[0].l) / t);
     int32_t mp = 0;
     for (; mp < m; mp++) {
         if (p->top_p < 1 && cum >= p->top_p * z) break;
-        cum += exp(((double)l[o[mp]] - l[o[0]]) / t);
+        cum += exp(((double)o[mp].l - o[0].l) / t);
     }
     size_t k = 0;
     for (int32_t j = 0; j < mp; j++)
-        if (exp(((double)l[o[j]] - l[o[0]]) / t) >= p->min_p) keep[k++] = o[j];
+        if (exp(((double)o[j].l - o[0].l) / t) >= p->min_p) keep[k++] = o[j].id;
     free(o);
     return k;
 }
