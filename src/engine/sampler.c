@@ -19,7 +19,9 @@
  *                    the first token is always kept.
  *   6. min-p         keep token j iff p_j / p_max = exp((l_j - l_max) / T) >= min_p.
  *                    The ratio does not depend on the normalisation, so min-p is
- *                    the same on any superset that holds the top token.
+ *                    the same on any superset that holds the top token. (vLLM v1
+ *                    runs min-p before top-k/top-p; with top-p also on, its set
+ *                    is a subset of ours - docs/sampling.md.)
  *   7. sample        inverse CDF: u in [0,1) from the sequence's rng, walk the
  *                    kept list until the cumulative probability exceeds u.
  * Tokens at -inf (masked) are never kept. NaN or +inf logits are an error.
