@@ -20,6 +20,7 @@ BUILD   := build
 LIB_SRC := $(shell find src -name '*.c' -not -path 'src/tools/*' | sort)
 CLI_SRC := $(sort $(wildcard src/tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/bench_*.c)))
 
 SHARED  ?= $(abspath ../shared)
 DATA    := $(BUILD)/data
@@ -33,7 +34,7 @@ PY      := $(VENV)/bin/python
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
 .PHONY: all deps test run fuzz bench asan clean venv data unit parity
-all: $(BUILD)/aiinfra
+all: $(BUILD)/aiinfra $(BENCH_BINS)
 
 # ---- release build
 $(BUILD)/obj/%.o: %.c
@@ -106,8 +107,13 @@ $(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRC)
 fuzz: deps data $(FUZZ_BINS)
 	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
-bench: all data venv
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libaiinfra.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS)
+
+bench: all data venv $(BENCH_BINS)
 	@PY=$(PY) scripts/bench_tokenizer.sh $(BUILD)/aiinfra $(TOKDATA)
+	$(BUILD)/bench/bench_cpu_kernels $(shell nproc) 7
 
 clean:
 	rm -rf $(BUILD)
