@@ -1,4 +1,220 @@
-/* placeholder until the run command lands */
+/* cmd_run.c - `aiinfra run`: generate text from a prompt with a GGUF model on the CPU.
+ *
+ * stdout carries only the generated text, streamed and flushed per token; logs and tok/s go to
+ * stderr. Greedy when --temp is 0 (the default). --chat renders the prompt with the model's chat
+ * template (add_generation_prompt), --system adds a system message first.
+ * For tests: --dump FILE writes prompt/generated ids and timings as JSON, --logits FILE the raw f32
+ * logits of the prompt's last position.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "aiinfra/fileio.h"
+#include "aiinfra/generate.h"
+#include "aiinfra/model.h"
+#include "aiinfra/tokenizer.h"
 #include "tools/commands.h"
-int cmd_run(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "aiinfra run: not built yet\n"); return 1; }
+
+#define MAX_STOPS 16
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: aiinfra run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-p P] [--top-k K]\n"
+            "                   [--min-p P] [--seed S] [--repeat-penalty R] [--chat] [--system TEXT]\n"
+            "                   [-t THREADS] [--ctx N] [--batch N] [--stop TEXT]... [--ignore-eos]\n"
+            "                   [--dump FILE.json] [--logits FILE.f32] [-q]\n"
+            "  prints only the generated text on stdout; -m defaults to the default model\n");
+    return 2;
+}
+
+static bool emit_stdout(void *user, const char *text, size_t len)
+{
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+static bool parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+static bool write_dump(const char *path, const tok_ids *prompt, const tok_ids *gen, const generate_stats *st)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *a = cJSON_AddArrayToObject(o, "prompt_ids");
+    for (size_t i = 0; i < prompt->len; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(prompt->data[i]));
+    a = cJSON_AddArrayToObject(o, "gen_ids");
+    for (size_t i = 0; i < gen->len; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(gen->data[i]));
+    cJSON_AddNumberToObject(o, "prefill_s", st->prefill_s);
+    cJSON_AddNumberToObject(o, "decode_s", st->decode_s);
+    cJSON_AddNumberToObject(o, "n_decode", st->n_decode);
+    cJSON_AddStringToObject(o, "finish", sampler_finish_str(st->finish) ? sampler_finish_str(st->finish) : "");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    FILE *f = s ? fopen(path, "w") : NULL;
+    bool ok = f && fputs(s, f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    free(s);
+    return ok;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *mpath = NULL, *prompt = NULL, *pfile = NULL, *system = NULL, *dump = NULL, *logits_out = NULL;
+    const char *stops[MAX_STOPS];
+    size_t n_stops = 0;
+    bool chat = false, quiet = false;
+    double v = 0;
+    generate_params gp = {.sp = sampler_params_default()};
+    gp.sp.temperature = 0.0f;
+    model_ctx_params cp = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool more = i + 1 < argc;
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && more) mpath = argv[++i];
+        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && more) prompt = argv[++i];
+        else if (!strcmp(a, "-f") && more) pfile = argv[++i];
+        else if (!strcmp(a, "--system") && more) system = argv[++i];
+        else if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--ignore-eos")) gp.sp.ignore_eos = true;
+        else if (!strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--dump") && more) dump = argv[++i];
+        else if (!strcmp(a, "--logits") && more) logits_out = argv[++i];
+        else if (!strcmp(a, "--stop") && more) {
+            if (n_stops == MAX_STOPS) { fprintf(stderr, "aiinfra run: at most %d --stop\n", MAX_STOPS); return 2; }
+            stops[n_stops++] = argv[++i];
+        } else if (more && (!strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-p") ||
+                            !strcmp(a, "--top-k") || !strcmp(a, "--min-p") || !strcmp(a, "--seed") ||
+                            !strcmp(a, "--repeat-penalty") || !strcmp(a, "-t") || !strcmp(a, "--ctx") ||
+                            !strcmp(a, "--batch"))) {
+            const char *s = argv[++i];
+            bool ok;
+            if (!strcmp(a, "-n")) { ok = parse_num(s, 0, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
+            else if (!strcmp(a, "--temp")) { ok = parse_num(s, 0, 100, &v); gp.sp.temperature = (float)v; }
+            else if (!strcmp(a, "--top-p")) { ok = parse_num(s, 0, 1, &v); gp.sp.top_p = (float)v; }
+            else if (!strcmp(a, "--top-k")) { ok = parse_num(s, 0, 1 << 24, &v); gp.sp.top_k = (int32_t)v; }
+            else if (!strcmp(a, "--min-p")) { ok = parse_num(s, 0, 1, &v); gp.sp.min_p = (float)v; }
+            else if (!strcmp(a, "--seed")) { ok = parse_num(s, 0, 18446744073709551615.0, &v); gp.sp.has_seed = true; gp.sp.seed = strtoull(s, NULL, 10); }
+            else if (!strcmp(a, "--repeat-penalty")) { ok = parse_num(s, 1e-3, 100, &v); gp.sp.repetition_penalty = (float)v; }
+            else if (!strcmp(a, "-t")) { ok = parse_num(s, 1, 1024, &v); cp.n_threads = (int)v; }
+            else if (!strcmp(a, "--ctx")) { ok = parse_num(s, 1, 1 << 24, &v); cp.n_ctx = (int32_t)v; }
+            else { ok = parse_num(s, 1, 1 << 16, &v); cp.n_batch = (int32_t)v; }
+            if (!ok) { fprintf(stderr, "aiinfra run: bad value '%s' for %s\n", s, a); return 2; }
+        } else return usage();
+    }
+    if ((!prompt) == (!pfile)) return usage();
+    if (system && !chat) { fprintf(stderr, "aiinfra run: --system needs --chat\n"); return 2; }
+
+    ai_err err = {0};
+    char defpath[4096];
+    model *m = NULL;
+    tokenizer *tok = NULL;
+    model_ctx *ctx = NULL;
+    chat_prompt cpr = {0};
+    generate_session gs = {0};
+    bool gs_ok = false;
+    char *ptext = NULL;
+    size_t plen = 0;
+    float *lg = NULL;
+    buf text;
+    buf_init(&text);
+    tok_ids ids, gen;
+    tok_ids_init(&ids);
+    tok_ids_init(&gen);
+    int rc = 1;
+
+    if (!mpath) {
+        if (model_default_path(defpath, sizeof defpath, &err) != AI_OK) goto fail;
+        mpath = defpath;
+    }
+    if (pfile) {
+        if (file_read_all(pfile, (size_t)1 << 26, &ptext, &plen, &err) != AI_OK) goto fail;
+        prompt = ptext;
+    } else plen = strlen(prompt);
+    if (model_open(&m, mpath, &err) != AI_OK) goto fail;
+    if (tokenizer_from_gguf(&tok, m->g, &err) != AI_OK) goto fail;
+    if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
+    if (!quiet)
+        fprintf(stderr, "aiinfra run: %s (%s, %d layers, dim %d, vocab %d), n_ctx %d, %d threads, %.1f MiB state\n",
+                mpath, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.dim, m->cfg.n_vocab, model_ctx_n_ctx(ctx),
+                model_ctx_n_threads(ctx), (double)model_ctx_bytes(ctx) / (1 << 20));
+
+    int flags = TOK_PARSE_SPECIAL | TOK_ADD_SPECIAL;
+    if (chat) {
+        if (chat_prompt_load(&cpr, mpath, &err) != AI_OK) goto fail;
+        cJSON *msgs = cJSON_CreateArray();
+        if (system) {
+            cJSON *s = cJSON_CreateObject();
+            cJSON_AddStringToObject(s, "role", "system");
+            cJSON_AddStringToObject(s, "content", system);
+            cJSON_AddItemToArray(msgs, s);
+        }
+        cJSON *u = cJSON_CreateObject();
+        cJSON_AddStringToObject(u, "role", "user");
+        cJSON *content = cJSON_CreateString("");
+        cJSON_SetValuestring(content, prompt);
+        cJSON_AddItemToObject(u, "content", content);
+        cJSON_AddItemToArray(msgs, u);
+        ai_status st = chat_prompt_render(&cpr, msgs, true, &text, &err);
+        cJSON_Delete(msgs);
+        if (st != AI_OK) goto fail;
+        prompt = text.data ? text.data : "";
+        plen = text.len;
+        flags = TOK_PARSE_SPECIAL; /* the template wrote the special tokens */
+    }
+    if (tokenizer_encode(tok, prompt, plen, flags, &ids, &err) != AI_OK) goto fail;
+    if (ids.len == 0) { ai_err_set(&err, AI_ERR_INVALID, "the prompt encodes to no tokens"); goto fail; }
+    if (generate_session_init(&gs, ctx, tok, &err) != AI_OK) goto fail;
+    gs_ok = true;
+    if (logits_out) {
+        lg = malloc((size_t)m->cfg.n_vocab * sizeof *lg);
+        if (!lg) { ai_err_set(&err, AI_ERR_NOMEM, "out of memory"); goto fail; }
+        gp.prompt_logits = lg;
+    }
+    gp.stops = stops;
+    gp.n_stops = n_stops;
+    gp.entropy = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    generate_stats st;
+    if (generate_run(&gs, ids.data, ids.len, &gp, emit_stdout, NULL, &gen, &st, &err) != AI_OK) goto fail;
+    fflush(stdout);
+    if (!quiet) {
+        fprintf(stderr, "\naiinfra run: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens, decode %.1f tok/s (%s)\n",
+                st.n_prompt, st.prefill_s, st.prefill_s > 0 ? (st.n_prompt - st.n_reused) / st.prefill_s : 0.0,
+                st.n_gen, st.decode_s > 0 && st.n_decode ? st.n_decode / st.decode_s : 0.0,
+                sampler_finish_str(st.finish) ? sampler_finish_str(st.finish) : "?");
+    }
+    if (dump && !write_dump(dump, &ids, &gen, &st)) { ai_err_set(&err, AI_ERR_IO, "%s: cannot write", dump); goto fail; }
+    if (logits_out) {
+        FILE *f = fopen(logits_out, "wb");
+        bool ok = f && fwrite(lg, sizeof *lg, (size_t)m->cfg.n_vocab, f) == (size_t)m->cfg.n_vocab;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) { ai_err_set(&err, AI_ERR_IO, "%s: cannot write", logits_out); goto fail; }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "aiinfra run: %s\n", err.msg);
+done:
+    if (gs_ok) generate_session_free(&gs);
+    chat_prompt_free(&cpr);
+    model_ctx_free(ctx);
+    tokenizer_free(tok);
+    model_close(m);
+    tok_ids_free(&ids);
+    tok_ids_free(&gen);
+    buf_free(&text);
+    free(ptext);
+    free(lg);
+    return rc;
+}

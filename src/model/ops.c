@@ -1,0 +1,93 @@
+/* ops.c - the per-token building blocks of a Llama-family layer: RMSNorm, RoPE, one attention head.
+ *
+ * Each follows the order of operations llama.cpp's CPU backend uses, because the parity test
+ * compares greedy continuations token for token and a different rounding order can flip a near
+ * tie: RMSNorm sums squares in double and scales before multiplying by the weight; RoPE builds its
+ * angles by repeated multiplication by base^(-2/d) in float (ggml_rope_cache_init); softmax
+ * subtracts the max, sums in double and multiplies by 1/sum.
+ */
+#include <math.h>
+
+#include "aiinfra/model.h"
+
+void model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    float mean = (float)(sum / (double)n);
+    float scale = 1.0f / sqrtf(mean + eps);
+    if (w)
+        for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void model_rope_llama3_factors(const model_config *cfg, float *factors)
+{
+    const double pi = 3.14159265358979323846;
+    double factor = cfg->rope_factor, lo = cfg->rope_low_freq_factor, hi = cfg->rope_high_freq_factor;
+    double orig = cfg->rope_orig_ctx;
+    double low_wavelen = orig / lo, high_wavelen = orig / hi;
+    for (int32_t i = 0; i < cfg->rope_dim / 2; i++) {
+        double freq = 1.0 / pow(cfg->rope_base, (2.0 * i) / cfg->rope_dim);
+        double wavelen = 2.0 * pi / freq;
+        double f;
+        if (wavelen < high_wavelen) f = 1.0;
+        else if (wavelen > low_wavelen) f = factor;
+        else {
+            double smooth = (orig / wavelen - lo) / (hi - lo);
+            f = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        factors[i] = (float)f;
+    }
+}
+
+void model_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, int32_t pos, float base,
+                float freq_scale, const float *freq_factors, model_rope_kind kind)
+{
+    /* Angles once per call (every head shares them); rope_dim <= 2^16 per config.c. */
+    float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    float theta = (float)pos;
+    int32_t half = rope_dim / 2;
+    for (int32_t i = 0; i < half; i++) {
+        float ff = freq_factors ? freq_factors[i] : 1.0f;
+        float th = freq_scale * (theta / ff);
+        float c = cosf(th), s = sinf(th);
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *v = x + (int64_t)h * head_dim;
+            int32_t a = kind == MODEL_ROPE_NORM ? 2 * i : i;
+            int32_t b = kind == MODEL_ROPE_NORM ? 2 * i + 1 : i + half;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+        }
+        theta *= theta_scale;
+    }
+}
+
+void model_attend(float *out, const float *q, const float *k, const float *v, int32_t n_pos, int32_t head_dim,
+                  int32_t head_dim_v, int64_t k_stride, int64_t v_stride, float scale, float *scores)
+{
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n_pos; j++) {
+        const float *kj = k + (int64_t)j * k_stride;
+        float d = 0.0f;
+        for (int32_t i = 0; i < head_dim; i++) d += q[i] * kj[i];
+        d *= scale;
+        scores[j] = d;
+        if (d > mx) mx = d;
+    }
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_pos; j++) {
+        float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += (double)e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int32_t i = 0; i < head_dim_v; i++) out[i] = 0.0f;
+    for (int32_t j = 0; j < n_pos; j++) {
+        const float *vj = v + (int64_t)j * v_stride;
+        float p = scores[j] * inv;
+        for (int32_t i = 0; i < head_dim_v; i++) out[i] += p * vj[i];
+    }
+}
