@@ -49,9 +49,9 @@ typedef struct rd {
     uint64_t pos;
 } rd;
 
-static uint64_t rd_left(const rd *r) { return r->len - r->pos; }
+static inline uint64_t rd_left(const rd *r) { return r->len - r->pos; }
 
-static ai_status rd_need(const rd *r, uint64_t n, const char *what, ai_err *err)
+static inline ai_status rd_need(const rd *r, uint64_t n, const char *what, ai_err *err)
 {
     if (n > rd_left(r))
         return ai_err_set(err, AI_ERR_FORMAT, "%s needs %llu bytes at offset %llu but the file ends %llu bytes later",
@@ -60,28 +60,28 @@ static ai_status rd_need(const rd *r, uint64_t n, const char *what, ai_err *err)
     return AI_OK;
 }
 
-static uint64_t rd_take(rd *r, unsigned nbytes) /* after rd_need */
+static inline uint64_t rd_take(rd *r, unsigned nbytes) /* after rd_need */
 {
     uint64_t v = gguf_le(r->base + r->pos, nbytes);
     r->pos += nbytes;
     return v;
 }
 
-static ai_status rd_u32(rd *r, uint32_t *v, const char *what, ai_err *err)
+static inline ai_status rd_u32(rd *r, uint32_t *v, const char *what, ai_err *err)
 {
     ai_status st = rd_need(r, 4, what, err);
     if (st == AI_OK) *v = (uint32_t)rd_take(r, 4);
     return st;
 }
 
-static ai_status rd_u64(rd *r, uint64_t *v, const char *what, ai_err *err)
+static inline ai_status rd_u64(rd *r, uint64_t *v, const char *what, ai_err *err)
 {
     ai_status st = rd_need(r, 8, what, err);
     if (st == AI_OK) *v = rd_take(r, 8);
     return st;
 }
 
-static ai_status rd_str(rd *r, gguf_str *s, const char *what, ai_err *err)
+static inline ai_status rd_str(rd *r, gguf_str *s, const char *what, ai_err *err)
 {
     uint64_t n;
     ai_status st = rd_u64(r, &n, what, err);
@@ -179,7 +179,7 @@ static ai_status parse_kvs(gguf *g, struct walk *w, ai_err *err)
     char name[96];
     for (uint64_t i = 0; i < g->n_kv; i++) {
         gguf_str key = {0};
-        uint32_t type;
+        uint32_t type = 0;
         ai_status st = rd_str(&w->r, &key, "key", err);
         name[0] = '\0';
         if (st == AI_OK) name_fmt(name, sizeof name, key);

@@ -6,6 +6,8 @@
 #include "aiinfra/fileio.h"
 #include "aiinfra/gguf.h"
 
+#include <string.h>
+
 struct gguf_kv {
     gguf_str key;
     enum gguf_type type;
@@ -30,9 +32,14 @@ struct gguf {
     uint64_t kv_mask, tensor_mask;
 };
 
-/* Little-endian loads from possibly unaligned map bytes. */
+/* Little-endian loads from possibly unaligned map bytes (one load on little-endian
+ * hosts: the parser's hot path is reading string lengths). */
 static inline uint64_t gguf_le(const unsigned char *p, unsigned nbytes)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (nbytes == 8) { uint64_t v; memcpy(&v, p, 8); return v; }
+    if (nbytes == 4) { uint32_t v; memcpy(&v, p, 4); return v; }
+#endif
     uint64_t v = 0;
     for (unsigned i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
