@@ -44,6 +44,9 @@ typedef struct safetensors_tensor {
 typedef struct safetensors safetensors;
 
 ai_status safetensors_open(safetensors **out, const char *path, ai_err *err);
+/* The same on bytes already in memory (not copied: they must outlive the handle);
+ * `name` is used in error messages. For fuzzing and embedded files. */
+ai_status safetensors_open_memory(safetensors **out, const void *data, size_t len, const char *name, ai_err *err);
 void safetensors_close(safetensors *st);
 
 uint64_t safetensors_n_tensors(const safetensors *st);

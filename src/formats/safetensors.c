@@ -30,7 +30,8 @@
 #define ST_MAX_EXACT 9007199254740992.0 /* 2^53 */
 
 struct safetensors {
-    file_map map;
+    file_map map;                 /* the file, or the caller's bytes (owns_map false) */
+    bool owns_map;
     cJSON *header;
     cJSON *metadata;              /* __metadata__ object or NULL */
     uint64_t data_start;          /* 8 + N */
@@ -228,8 +229,26 @@ ai_status safetensors_open(safetensors **out, const char *path, ai_err *err)
     safetensors *st = calloc(1, sizeof *st);
     if (!st) return ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", path);
     ai_status rc = file_map_open(&st->map, path, err);
+    st->owns_map = rc == AI_OK;
     if (rc == AI_OK && (rc = build(st, err)) != AI_OK) ai_err_prefix(err, "%s", path);
     if (rc != AI_OK) {
+        safetensors_close(st);
+        return rc;
+    }
+    *out = st;
+    return AI_OK;
+}
+
+ai_status safetensors_open_memory(safetensors **out, const void *data, size_t len, const char *name, ai_err *err)
+{
+    *out = NULL;
+    safetensors *st = calloc(1, sizeof *st);
+    if (!st) return ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", name);
+    st->map.data = len ? data : NULL;
+    st->map.len = len;
+    ai_status rc = build(st, err);
+    if (rc != AI_OK) {
+        ai_err_prefix(err, "%s", name);
         safetensors_close(st);
         return rc;
     }
@@ -240,7 +259,7 @@ ai_status safetensors_open(safetensors **out, const char *path, ai_err *err)
 void safetensors_close(safetensors *st)
 {
     if (!st) return;
-    file_map_close(&st->map);
+    if (st->owns_map) file_map_close(&st->map);
     cJSON_Delete(st->header);
     free(st->tensors);
     name_table_free(&st->names);

@@ -156,6 +156,15 @@ static void test_truncate_every_length(void **state)
             fail_msg("truncated to %zu of %zu bytes: opened", len, total);
         assert_non_null(strstr(err.msg, "a.safetensors"));
     }
+    /* the same bytes from memory */
+    safetensors *st;
+    ai_err err;
+    assert_int_equal(safetensors_open_memory(&st, bytes, total, "mem", &err), AI_OK);
+    assert_int_equal(safetensors_n_tensors(st), 6);
+    assert_ptr_equal(safetensors_find(st, "w.f32")->data, bytes + (total - 47));
+    safetensors_close(st);
+    assert_int_equal(safetensors_open_memory(&st, bytes, 7, "mem", &err), AI_ERR_FORMAT);
+    assert_string_equal(err.msg, "mem: file too short (7 bytes) for the header length");
     free(bytes);
     unlink(pathf("model.safetensors"));
 }
