@@ -221,3 +221,34 @@ def test_model_gguf(vocab, aiinfra_bin, reference, tokdata, tmp_path):
     for n, got in zip(names, ours):
         want = _hf_reference(reference, template, CONVERSATIONS[n], bos, eos)
         assert got.get("out") == want, f"{vocab}/{n}: {got}"
+
+
+# --- language snippets (Python/Jinja2 semantics) checked live against the same reference environment
+
+SNIPPETS = [
+ "{{ {'b': 1, 'a': 'é'} | tojson(sort_keys=true) }}{{ [1,'x'] | tojson(separators=(',', ':')) }}{{ 'é' | tojson(ensure_ascii=true) }}",
+ "{% filter upper %}ab{{ 'c' }}{% endfilter %}|{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}",
+ "{% for i in range(3) %}{{ loop.cycle('a','b') }}{{ loop.previtem }}{% endfor %}|{{ dict(a=1, b=[2]) }}|{{ none is sameas none }}",
+ "{{ '\\u00e9\\x41\\n\\'' }}|{{ \"a\" 'b' }}|{{ 1 if false }}|{{ [1,2,3][1:] }}|{{ (1,) }}|{{ ('a', 2) }}",
+ "{% set a, b = 1, 2 %}{{ a }}{{ b }}{{ [1,2] + [3] }}{{ 'ab' * 2 }}{{ 5 / 2 }}{{ 2 ** -1 }}{{ 1.5e300 * 1e10 }}",
+ "{{ x|default('d') }}{{ ''|default('e', true) }}{{ [3,1]|max }}{{ ['a','B']|min }}{{ [1,2.5]|sum }}{{ 'a b c'|wordcount }}",
+ "{{ 'a-b_c d'.split('-') }}{{ '  '.join(['a','b']) }}{{ 'abc'.find('c') }}{{ 'aaa'.count('a') }}{{ 'x{}y{}'.format(1, 'z') }}",
+ "{{ [1,2,3]|batch(2)|list }}{{ 'abc'|list }}{{ {'a':1}|items|list }}{{ [1,1,'A','a']|unique|list }}{{ 'abc'|reverse }}",
+ "{{ 0.0 }}{{ -0.0 }}{{ 1e16 }}{{ 1e15 }}{{ 123.456 }}{{ 1/3 }}{{ 100.0 }}{{ 2.5e-5 }}{{ 1e-4 }}",
+ "{% for m in msgs %}{{ m.content is string }}{{ m.x is none }}{{ m['y'] }}{{ m.get('z', 'Z') }}{% endfor %}{{ msgs|length }}",
+ "{{ \"it's\" }}{{ [\"it's\", 'a\"b', 'a\\'b\"c'] }}{{ ['\\n\\t\\x01é\\u200b'] }}",
+ "{%- set x = 3 -%}\n  {{- x -}}  \n{# c #}\n  {% if x %}\n    y\n  {% endif %}\n",
+]
+
+
+def test_snippets(aiinfra_bin, reference, tmp_path):
+    import transformers.utils.chat_template_utils as ctu
+    ctx = {"messages": [], "msgs": [{"content": "hi", "x": None, "y": 1.5}]}
+    bad = []
+    for i, src in enumerate(SNIPPETS):
+        want = ctu._compile_jinja_template(src).render(**ctx)
+        (tmp_path / "t.jinja").write_text(src, encoding="utf-8")
+        got = run_batch(aiinfra_bin, tmp_path, ["--template", str(tmp_path / "t.jinja")], [ctx])[0]
+        if got.get("out") != want:
+            bad.append(f"snippet {i} {src[:50]!r}: ours {got} want {want!r}")
+    assert not bad, "\n".join(bad)
