@@ -144,8 +144,8 @@ def test_hf_encode_decode_parity(aiinfra_bin, tokdata, name):
     assert_same(f"{name} stream decode", items, ours_decode(aiinfra_bin, path, want, stream=True), dec)
     norm = (lambda s: unicodedata.normalize("NFC", s)) if name == "qwen3" else (lambda s: s)
     for (raw, text), d in zip(items, ours_decode(aiinfra_bin, path, want_ns)):
-        if name == "llama2" and "<unk>" in text:
-            continue
+        if name == "llama2" and any(sp in text for sp in ("<s>", "</s>", "<unk>")):
+            continue   # legacy SPM: every segment after a special token gets its own U+2581 prefix
         assert d == norm(text), f"{name} round trip (TOK_SEED={SEED}): {text!r} -> {d!r}"
 
 
@@ -213,3 +213,87 @@ def test_gguf_golden(aiinfra_bin, tokdata, name):
     items = [(t.encode(), t) for t in texts]
     got = ours_encode(aiinfra_bin, f, [r for r, _ in items], special=False)
     assert_same(f"{name} golden", items, got, want)
+
+
+# Independent references built from the GGUF metadata (see the module docstring).
+GPT2_RE = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+LLAMA3_RE = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+             r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
+GGUF_PRE = {  # llama.cpp's regex lists per tokenizer.ggml.pre
+    "gpt-2": [GPT2_RE], "mpt": [GPT2_RE], "llama-bpe": [LLAMA3_RE], "qwen2": [QWEN2_RE],
+    "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", GPT2_RE, r"[0-9][0-9][0-9]"],
+}
+
+
+def gguf_vocab(path):
+    import gguf
+    r = gguf.GGUFReader(str(path))
+
+    def arr(key, conv):
+        f = r.fields.get(key)
+        return None if f is None else [conv(f.parts[i]) for i in f.data]
+    tokens = arr("tokenizer.ggml.tokens", lambda p: bytes(p).decode("utf-8"))
+    types = arr("tokenizer.ggml.token_type", lambda p: int(p[0]))
+    scores = arr("tokenizer.ggml.scores", lambda p: float(p[0]))
+    merges = arr("tokenizer.ggml.merges", lambda p: bytes(p).decode("utf-8"))
+    return tokens, types, scores, merges
+
+
+def hf_from_gguf(name, path):
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+    tokens, types, _, merges = gguf_vocab(path)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    ref = Tokenizer(BPE(vocab, [tuple(m.split(" ", 1)) for m in merges], ignore_merges=(name == "llama-bpe")))
+    ref.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(p), behavior="isolated") for p in GGUF_PRE[name]]
+        + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    ref.decoder = decoders.ByteLevel()
+    ref.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3])
+    ref.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
+    return ref
+
+
+def spm_from_gguf(path):
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    tokens, types, scores, _ = gguf_vocab(path)
+    m = pb.ModelProto()
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.byte_fallback = True
+    m.normalizer_spec.name = "identity"
+    m.normalizer_spec.add_dummy_prefix = True
+    m.normalizer_spec.remove_extra_whitespaces = False
+    m.normalizer_spec.escape_whitespaces = True
+    seen_unk = False
+    for t, ty, sc in zip(tokens, types, scores):
+        if ty == 2:   # sentencepiece allows one unknown piece; treat any other as control
+            ty, seen_unk = (3 if seen_unk else 2), True
+        p = m.pieces.add()
+        p.piece, p.score, p.type = t, sc, ty
+    return spm.SentencePieceProcessor(model_proto=m.SerializeToString()), tokens, types
+
+
+@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "falcon", "mpt"])
+def test_gguf_bpe_vs_hf_built_from_gguf(aiinfra_bin, tokdata, name):
+    path = tokdata / "gguf" / f"ggml-vocab-{name}.gguf"
+    ref = hf_from_gguf(name, path)
+    items = corpus(SEED)
+    want = [ref.encode(t, add_special_tokens=False).ids for _, t in items]
+    assert_same(f"{name} (GGUF) encode", items, ours_encode(aiinfra_bin, path, [r for r, _ in items], special=False), want)
+    dec_ref = [ref.decode(ids, skip_special_tokens=False) for ids in want]
+    assert_same(f"{name} (GGUF) decode", items, ours_decode(aiinfra_bin, path, want), dec_ref)
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
+def test_gguf_spm_vs_sentencepiece(aiinfra_bin, tokdata, name):
+    path = tokdata / "gguf" / f"ggml-vocab-{name}.gguf"
+    sp, tokens, types = spm_from_gguf(path)
+    specials = [t for t, ty in zip(tokens, types) if ty in (2, 3)]
+    # sentencepiece does not match control-token text; leave such texts to the golden/HF tests
+    items = [(r, t) for r, t in corpus(SEED) if not any(s in t for s in specials)]
+    want = [sp.encode(t) for _, t in items]
+    assert_same(f"{name} (GGUF) encode", items, ours_encode(aiinfra_bin, path, [r for r, _ in items], special=False), want)
+    dec = ours_decode(aiinfra_bin, path, want)
+    assert_same(f"{name} (GGUF) decode", items, dec, [sp.decode(ids) for ids in want])
