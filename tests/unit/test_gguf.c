@@ -409,19 +409,30 @@ static void test_defaults_and_empty(void **state)
     free(w.p);
 }
 
-/* Every strict prefix of the valid file must be rejected cleanly. */
+/* Every strict prefix of the valid file must be rejected cleanly. Each prefix is an
+ * exact-size heap copy, so ASan flags a read even one byte past it (a file map would
+ * hide over-reads up to the page end); a few go through real files too. */
 static void test_truncate_every_length(void **state)
 {
     (void)state;
     wb w = {0};
     build_valid(&w, 3);
     for (size_t len = 0; len < w.len; len++) {
+        unsigned char *copy = malloc(len ? len : 1);
+        memcpy(copy, w.p, len);
+        gguf *g = NULL;
+        ai_err err = {0};
+        ai_status st = gguf_open_memory(&g, copy, len, "cut", &err);
+        free(copy);
+        if (st == AI_OK) fail_msg("truncated to %zu of %zu bytes: opened", len, w.len);
+        assert_null(g);
+        assert_memory_equal(err.msg, "cut: ", 5);
+    }
+    for (size_t len = 0; len < w.len; len += 97) {
         write_file(w.p, len);
         gguf *g = NULL;
         ai_err err = {0};
-        ai_status st = gguf_open(&g, path, &err);
-        if (st == AI_OK) fail_msg("truncated to %zu of %zu bytes: opened", len, w.len);
-        assert_null(g);
+        assert_int_not_equal(gguf_open(&g, path, &err), AI_OK);
         assert_non_null(strstr(err.msg, path));
     }
     free(w.p);
