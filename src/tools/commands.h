@@ -6,6 +6,7 @@ int cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c */
 int cmd_detokenize(int argc, char **argv); /* cmd_tokenize.c */
 int cmd_template(int argc, char **argv);   /* cmd_template.c */
 int cmd_gguf(int argc, char **argv);       /* cmd_gguf.c: dump GGUF metadata */
+int cmd_safetensors(int argc, char **argv); /* cmd_safetensors.c: dump a safetensors file/folder */
 int cmd_run(int argc, char **argv);        /* cmd_run.c: generate text from a prompt */
 int cmd_chat(int argc, char **argv);       /* cmd_chat.c: interactive multi-turn chat */
 int cmd_info(int argc, char **argv);       /* cmd_info.c: architecture, parameters, memory ledger */

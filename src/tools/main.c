@@ -17,7 +17,8 @@ static const struct command commands[] = {
     {"run", cmd_run, "-m MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat]"},
     {"chat", cmd_chat, "-m MODEL                          interactive multi-turn chat"},
     {"info", cmd_info, "MODEL                              architecture, parameters, memory ledger"},
-    {"gguf", cmd_gguf, "FILE                               print a GGUF file's metadata and tensors"},
+    {"gguf", cmd_gguf, "FILE [--json]                      print a GGUF file's metadata and tensors"},
+    {"safetensors", cmd_safetensors, "PATH [--json]               print a safetensors file's (or folder's) tensors"},
 };
 
 static void usage(FILE *fp)
