@@ -92,8 +92,13 @@ typedef struct model_layer {
     model_weight w_down;             /* (dim, n_ff) */
 } model_layer;
 
+struct safetensors_model;
+
 typedef struct model {
-    gguf *g;                  /* owned; every weight points into its map */
+    gguf *g;                  /* owned GGUF (NULL for an HF folder); weights point into its map */
+    struct safetensors_model *st; /* owned safetensors (HF folder), else NULL */
+    float *vec_arena;         /* HF only: norms/biases converted to f32 (vec_cap floats) */
+    size_t vec_cap, vec_used;
     char *path;
     model_config cfg;
     model_weight tok_embd;    /* (n_vocab, dim) */
@@ -103,10 +108,14 @@ typedef struct model {
     model_layer *layers;      /* (n_layer) */
 } model;
 
+/* path: a GGUF file, or an HF folder (config.json + model.safetensors or a sharded index). */
 ai_status model_open(model **out, const char *path, ai_err *err);
 /* Binds to an already-open GGUF; takes ownership of g on success AND on failure. */
 ai_status model_from_gguf(model **out, gguf *g, const char *name, ai_err *err);
 void model_close(model *m);
+/* The model's tokenizer: from the GGUF metadata, or the HF folder's tokenizer.json. */
+struct tokenizer;
+ai_status model_load_tokenizer(const model *m, struct tokenizer **out, ai_err *err);
 
 #define MODEL_DEFAULT_NAME "SmolLM2-135M-Instruct.Q4_1.gguf"
 /* The default model's path, $AIINFRA_CACHE (or ~/.cache/aiinfra) / MODEL_DEFAULT_NAME, into out.

@@ -1,34 +1,41 @@
-/* weights.c - binds a Llama-family model's weights to the mmapped GGUF tensors, without copying.
+/* weights.c - binds a Llama-family model's weights to mmapped tensors, without copying: a GGUF file
+ * or a Hugging Face folder (config.json + safetensors, single or sharded; see hf.c for the names).
  *
  * Each tensor is looked up by llama.cpp's name (token_embd, blk.N.attn_q, ...), its dtype mapped,
  * and its shape compared with what the config implies, so that the forward never reads past a
  * tensor: a mismatch names the tensor, the expected and the found shape. Matrices must be in a dtype
  * cpu_matmul multiplies (f32, f16, bf16, q8_0, q4_0, q4_1); norms and biases must be f32, which is
- * how llama.cpp's converter always writes 1-D tensors.
+ * how llama.cpp's converter always writes 1-D tensors. HF folders store norms and biases in the model's
+ * dtype (bf16/f16): those vectors, and only those, are converted once into one f32 arena.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "aiinfra/cpu_kernels.h"
 #include "aiinfra/model.h"
+#include "aiinfra/safetensors.h"
+#include "model/model_internal.h"
 
 enum { REQUIRED = 0, OPTIONAL = 1 };
 
 /* Binds tensor `tname`: a matrix (n_out, n_in) when n_out > 0, else a vector of n_in f32. */
-static ai_status bind(const gguf *g, const char *name, const char *tname, int64_t n_out, int64_t n_in, int optional,
+static ai_status bind(model *m, const char *name, const char *tname, int64_t n_out, int64_t n_in, int optional,
                       model_weight *w, ai_err *err)
 {
     memset(w, 0, sizeof *w);
-    const gguf_tensor *t = gguf_find_tensor(g, tname);
-    if (!t) {
+    model_src_tensor st;
+    ai_status rs = model_src_find(m, tname, &st, err);
+    if (rs != AI_OK) return rs;
+    const model_src_tensor *t = &st;
+    if (!t->data) {
         if (optional == OPTIONAL) return AI_OK;
-        return ai_err_set(err, AI_ERR_FORMAT, "%s: missing tensor %s", name, tname);
+        return ai_err_set(err, AI_ERR_FORMAT, "%s: missing tensor %s", name, t->name);
     }
-    dtype dt;
+    tname = t->name;
+    dtype dt = t->type;
     ai_err e2;
-    if (dtype_from_ggml(t->ggml_type, &dt, &e2) != AI_OK)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "%s: tensor %s: %s", name, tname, e2.msg);
     bool matrix = n_out > 0;
     uint64_t want1 = matrix ? (uint64_t)n_out : 1;
     if (t->ne[0] != (uint64_t)n_in || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
@@ -39,7 +46,7 @@ static ai_status bind(const gguf *g, const char *name, const char *tname, int64_
     if (matrix && cpu_act_dtype(dt) == DTYPE_COUNT)
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which has no CPU matmul kernel yet",
                           name, tname, dtype_name(dt));
-    if (!matrix && dt != DTYPE_F32)
+    if (!matrix && dt != DTYPE_F32 && !(m->st && (dt == DTYPE_F16 || dt == DTYPE_BF16)))
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, expected f32", name, tname,
                           dtype_name(dt));
     size_t row;
@@ -50,13 +57,22 @@ static ai_status bind(const gguf *g, const char *name, const char *tname, int64_
                           (unsigned long long)t->nbytes, (unsigned long long)row * want1);
     w->type = dt;
     w->data = t->data;
+    if (!matrix && dt != DTYPE_F32) { /* an HF vector in f16/bf16: convert into the arena */
+        if (m->vec_used + (size_t)n_in > m->vec_cap)
+            return ai_err_set(err, AI_ERR_FORMAT, "%s: tensor %s: more vector elements than counted", name, tname);
+        float *dst = m->vec_arena + m->vec_used;
+        if (dtype_dequantize_row(dt, t->data, dst, n_in, err) != AI_OK) return ai_err_prefix(err, "%s: %s", name, tname);
+        m->vec_used += (size_t)n_in;
+        w->type = DTYPE_F32;
+        w->data = dst;
+    }
     w->n_out = (int64_t)want1;
     w->n_in = n_in;
     w->nbytes = (size_t)t->nbytes;
     return AI_OK;
 }
 
-static ai_status bind_layer(const gguf *g, const char *name, const model_config *c, int il, model_layer *L,
+static ai_status bind_layer(model *m, const char *name, const model_config *c, int il, model_layer *L,
                             ai_err *err)
 {
     char tn[96];
@@ -66,7 +82,7 @@ static ai_status bind_layer(const gguf *g, const char *name, const model_config 
 #define B(field, suffix, out, in, opt) \
     do { \
         snprintf(tn, sizeof tn, "blk.%d.%s", il, suffix); \
-        if ((st = bind(g, name, tn, out, in, opt, &L->field, err)) != AI_OK) return st; \
+        if ((st = bind(m, name, tn, out, in, opt, &L->field, err)) != AI_OK) return st; \
     } while (0)
     B(attn_norm, "attn_norm.weight", 0, c->dim, REQUIRED);
     B(wq, "attn_q.weight", q_out, c->dim, REQUIRED);
@@ -88,6 +104,44 @@ static ai_status bind_layer(const gguf *g, const char *name, const model_config 
     return AI_OK;
 }
 
+/* Binds every weight of m (config already read). Frees nothing: the caller closes m on failure. */
+ai_status model_bind(model *m, const char *name, ai_err *err)
+{
+    ai_status st;
+    model_config *c = &m->cfg;
+    model_src_tensor tes;
+    if ((st = model_src_find(m, "token_embd.weight", &tes, err)) != AI_OK) return st;
+    const model_src_tensor *te = &tes;
+    if (!te->data) return ai_err_set(err, AI_ERR_FORMAT, "%s: missing tensor %s", name, te->name);
+    if (te->ne[1] < 1 || te->ne[1] > (1u << 24)) {
+        return ai_err_set(err, AI_ERR_FORMAT, "%s: %s has %llu rows (vocabulary size)", name, te->name,
+                          (unsigned long long)te->ne[1]);
+    }
+    if (c->n_vocab != 0 && (uint64_t)c->n_vocab != te->ne[1])
+        return ai_err_set(err, AI_ERR_FORMAT, "%s: vocab_size %d differs from %s's %llu rows", name, c->n_vocab,
+                          te->name, (unsigned long long)te->ne[1]);
+    c->n_vocab = (int32_t)te->ne[1];
+    if ((st = bind(m, name, "token_embd.weight", c->n_vocab, c->dim, REQUIRED, &m->tok_embd, err)) != AI_OK) return st;
+    if (!dtype_get(m->tok_embd.type)->has_convert)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "%s: %s dtype %s cannot be dequantized yet", name, te->name,
+                          dtype_name(m->tok_embd.type));
+    if ((st = bind(m, name, "output_norm.weight", 0, c->dim, REQUIRED, &m->output_norm, err)) != AI_OK) return st;
+    if ((st = bind(m, name, "output.weight", c->n_vocab, c->dim, OPTIONAL, &m->output, err)) != AI_OK) return st;
+    if (!m->output.data) {
+        c->tied_output = true;
+        m->output = m->tok_embd;
+    }
+    if ((st = bind(m, name, "rope_freqs.weight", 0, c->rope_dim / 2, OPTIONAL, &m->rope_freqs, err)) != AI_OK)
+        return st;
+    if (m->rope_freqs.data) c->rope_scaling = MODEL_ROPE_SCALING_LLAMA3;
+
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) return ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", name);
+    for (int il = 0; il < c->n_layer; il++)
+        if ((st = bind_layer(m, name, c, il, &m->layers[il], err)) != AI_OK) return st;
+    return AI_OK;
+}
+
 ai_status model_from_gguf(model **out, gguf *g, const char *name, ai_err *err)
 {
     *out = NULL;
@@ -99,43 +153,9 @@ ai_status model_from_gguf(model **out, gguf *g, const char *name, ai_err *err)
     m->g = g;
     m->path = strdup(name);
     ai_status st;
-    model_config *c = &m->cfg;
     if (!m->path) { st = ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", name); goto fail; }
-    if ((st = model_config_from_gguf(c, g, name, err)) != AI_OK) goto fail;
-
-    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
-    if (!te) { st = ai_err_set(err, AI_ERR_FORMAT, "%s: missing tensor token_embd.weight", name); goto fail; }
-    if (te->ne[1] < 1 || te->ne[1] > (1u << 24)) {
-        st = ai_err_set(err, AI_ERR_FORMAT, "%s: token_embd.weight has %llu rows (vocabulary size)", name,
-                        (unsigned long long)te->ne[1]);
-        goto fail;
-    }
-    if (c->n_vocab != 0 && (uint64_t)c->n_vocab != te->ne[1]) {
-        st = ai_err_set(err, AI_ERR_FORMAT, "%s: %s.vocab_size %d differs from token_embd.weight's %llu rows", name,
-                        model_arch_name(c->arch), c->n_vocab, (unsigned long long)te->ne[1]);
-        goto fail;
-    }
-    c->n_vocab = (int32_t)te->ne[1];
-    if ((st = bind(g, name, "token_embd.weight", c->n_vocab, c->dim, REQUIRED, &m->tok_embd, err)) != AI_OK) goto fail;
-    if (!dtype_get(m->tok_embd.type)->has_convert) {
-        st = ai_err_set(err, AI_ERR_UNSUPPORTED, "%s: token_embd.weight dtype %s cannot be dequantized yet", name,
-                        dtype_name(m->tok_embd.type));
-        goto fail;
-    }
-    if ((st = bind(g, name, "output_norm.weight", 0, c->dim, REQUIRED, &m->output_norm, err)) != AI_OK) goto fail;
-    if ((st = bind(g, name, "output.weight", c->n_vocab, c->dim, OPTIONAL, &m->output, err)) != AI_OK) goto fail;
-    if (!m->output.data) {
-        c->tied_output = true;
-        m->output = m->tok_embd;
-    }
-    if ((st = bind(g, name, "rope_freqs.weight", 0, c->rope_dim / 2, OPTIONAL, &m->rope_freqs, err)) != AI_OK)
-        goto fail;
-    if (m->rope_freqs.data) c->rope_scaling = MODEL_ROPE_SCALING_LLAMA3;
-
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->layers) { st = ai_err_set(err, AI_ERR_NOMEM, "%s: out of memory", name); goto fail; }
-    for (int il = 0; il < c->n_layer; il++)
-        if ((st = bind_layer(g, name, c, il, &m->layers[il], err)) != AI_OK) goto fail;
+    if ((st = model_config_from_gguf(&m->cfg, g, name, err)) != AI_OK) goto fail;
+    if ((st = model_bind(m, name, err)) != AI_OK) goto fail;
     *out = m;
     return AI_OK;
 fail:
@@ -146,6 +166,8 @@ fail:
 ai_status model_open(model **out, const char *path, ai_err *err)
 {
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return model_open_hf(out, path, err);
     gguf *g;
     ai_status st = gguf_open(&g, path, err);
     if (st != AI_OK) return st;
@@ -156,6 +178,8 @@ void model_close(model *m)
 {
     if (!m) return;
     gguf_close(m->g);
+    safetensors_model_close(m->st);
+    free(m->vec_arena);
     free(m->layers);
     free(m->path);
     free(m);
@@ -164,17 +188,15 @@ void model_close(model *m)
 void model_stats_get(const model *m, model_stats *st)
 {
     memset(st, 0, sizeof *st);
-    uint64_t n = gguf_n_tensors(m->g);
+    uint64_t n = model_src_n_tensors(m);
     for (uint64_t i = 0; i < n; i++) {
-        const gguf_tensor *t = gguf_tensor_at(m->g, i);
-        int64_t ne = (int64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-        st->n_params += ne;
-        st->weight_bytes += t->nbytes;
-        dtype dt;
-        ai_err e;
-        if (dtype_from_ggml(t->ggml_type, &dt, &e) == AI_OK) {
-            st->bytes_by_dtype[dt] += t->nbytes;
-            st->n_by_dtype[dt]++;
+        model_src_tensor t;
+        if (!model_src_at(m, i, &t)) continue;
+        st->n_params += (int64_t)(t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]);
+        st->weight_bytes += t.nbytes;
+        if (t.type != DTYPE_COUNT) {
+            st->bytes_by_dtype[t.type] += t.nbytes;
+            st->n_by_dtype[t.type]++;
         }
     }
     /* A decode step reads every layer matrix, the output matrix, and one embedding row. */

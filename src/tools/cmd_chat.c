@@ -110,7 +110,7 @@ int cmd_chat(int argc, char **argv)
         mpath = defpath;
     }
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
-    if (tokenizer_from_gguf(&tok, m->g, &err) != AI_OK) goto fail;
+    if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (chat_prompt_load(&cpr, mpath, &err) != AI_OK) goto fail;
     if (generate_session_init(&gs, ctx, tok, &err) != AI_OK) goto fail;

@@ -42,7 +42,7 @@ int cmd_info(int argc, char **argv)
     model_stats st;
     model_stats_get(m, &st);
     gguf_str name = {0};
-    gguf_get_str(m->g, "general.name", &name);
+    if (m->g) gguf_get_str(m->g, "general.name", &name);
     printf("model:          %s\n", path);
     if (name.len) printf("name:           %.*s\n", (int)(name.len > 200 ? 200 : name.len), name.ptr);
     printf("architecture:   %s\n", model_arch_name(c->arch));

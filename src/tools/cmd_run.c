@@ -4,7 +4,8 @@
  * stderr. Greedy when --temp is 0 (the default). --chat renders the prompt with the model's chat
  * template (add_generation_prompt), --system adds a system message first.
  * For tests: --dump FILE writes prompt/generated ids and timings as JSON, --logits FILE the raw f32
- * logits of the prompt's last position.
+ * logits of the prompt's last position, --all-logits FILE every prompt position's (n_prompt, n_vocab)
+ * from one extra forward; --prompt-ids gives the prompt as token ids instead of text.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@ static int usage(void)
             "usage: aiinfra run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-p P] [--top-k K]\n"
             "                   [--min-p P] [--seed S] [--repeat-penalty R] [--chat] [--system TEXT]\n"
             "                   [-t THREADS] [--ctx N] [--batch N] [--stop TEXT]... [--ignore-eos]\n"
-            "                   [--dump FILE.json] [--logits FILE.f32] [-q]\n"
+            "                   [--dump FILE.json] [--logits FILE.f32] [--all-logits FILE.f32]\n"
+            "                   [--prompt-ids \"ID ID ...\"] [-q]\n"
             "  prints only the generated text on stdout; -m defaults to the default model\n");
     return 2;
 }
@@ -69,9 +71,33 @@ static bool write_dump(const char *path, const tok_ids *prompt, const tok_ids *g
     return ok;
 }
 
+/* Every prompt position's logits from one forward over the whole prompt (a context of its own). */
+static ai_status write_all_logits(const model *m, const tok_ids *ids, const char *path, ai_err *err)
+{
+    model_ctx *c;
+    model_ctx_params p = {.n_ctx = (int32_t)ids->len, .n_batch = (int32_t)ids->len, .all_logits = true};
+    if (ids->len > (size_t)m->cfg.n_ctx_train)
+        return ai_err_set(err, AI_ERR_RANGE, "--all-logits: the prompt is longer than the model's context");
+    ai_status st = model_ctx_init(&c, m, &p, err);
+    if (st != AI_OK) return st;
+    st = model_forward(c, ids->data, (int32_t)ids->len, 0, err);
+    if (st == AI_OK) {
+        int32_t rows;
+        const float *lg = model_logits(c, &rows);
+        size_t n = (size_t)rows * (size_t)m->cfg.n_vocab;
+        FILE *f = fopen(path, "wb");
+        bool ok = f && fwrite(lg, sizeof *lg, n, f) == n;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) st = ai_err_set(err, AI_ERR_IO, "%s: cannot write", path);
+    }
+    model_ctx_free(c);
+    return st;
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *mpath = NULL, *prompt = NULL, *pfile = NULL, *system = NULL, *dump = NULL, *logits_out = NULL;
+    const char *all_out = NULL, *prompt_ids = NULL;
     const char *stops[MAX_STOPS];
     size_t n_stops = 0;
     bool chat = false, quiet = false;
@@ -91,6 +117,8 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "-q")) quiet = true;
         else if (!strcmp(a, "--dump") && more) dump = argv[++i];
         else if (!strcmp(a, "--logits") && more) logits_out = argv[++i];
+        else if (!strcmp(a, "--all-logits") && more) all_out = argv[++i];
+        else if (!strcmp(a, "--prompt-ids") && more) prompt_ids = argv[++i];
         else if (!strcmp(a, "--stop") && more) {
             if (n_stops == MAX_STOPS) { fprintf(stderr, "aiinfra run: at most %d --stop\n", MAX_STOPS); return 2; }
             stops[n_stops++] = argv[++i];
@@ -113,7 +141,8 @@ int cmd_run(int argc, char **argv)
             if (!ok) { fprintf(stderr, "aiinfra run: bad value '%s' for %s\n", s, a); return 2; }
         } else return usage();
     }
-    if ((!prompt) == (!pfile)) return usage();
+    if ((prompt != NULL) + (pfile != NULL) + (prompt_ids != NULL) != 1) return usage();
+    if (prompt_ids && chat) { fprintf(stderr, "aiinfra run: --prompt-ids and --chat exclude each other\n"); return 2; }
     if (system && !chat) { fprintf(stderr, "aiinfra run: --system needs --chat\n"); return 2; }
 
     ai_err err = {0};
@@ -141,9 +170,9 @@ int cmd_run(int argc, char **argv)
     if (pfile) {
         if (file_read_all(pfile, (size_t)1 << 26, &ptext, &plen, &err) != AI_OK) goto fail;
         prompt = ptext;
-    } else plen = strlen(prompt);
+    } else if (prompt) plen = strlen(prompt);
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
-    if (tokenizer_from_gguf(&tok, m->g, &err) != AI_OK) goto fail;
+    if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (!quiet)
         fprintf(stderr, "aiinfra run: %s (%s, %d layers, dim %d, vocab %d), n_ctx %d, %d threads, %.1f MiB state\n",
@@ -173,8 +202,25 @@ int cmd_run(int argc, char **argv)
         plen = text.len;
         flags = TOK_PARSE_SPECIAL; /* the template wrote the special tokens */
     }
-    if (tokenizer_encode(tok, prompt, plen, flags, &ids, &err) != AI_OK) goto fail;
+    if (prompt_ids) {
+        for (const char *s = prompt_ids; *s;) {
+            char *end;
+            long long id = strtoll(s, &end, 10);
+            if (end == s) {
+                if (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') { s++; continue; }
+                ai_err_set(&err, AI_ERR_INVALID, "--prompt-ids: not a number at '%.16s'", s);
+                goto fail;
+            }
+            if (id < 0 || id >= m->cfg.n_vocab) {
+                ai_err_set(&err, AI_ERR_RANGE, "--prompt-ids: id %lld outside [0, %d)", id, m->cfg.n_vocab);
+                goto fail;
+            }
+            if (!tok_ids_push(&ids, (int32_t)id)) { ai_err_set(&err, AI_ERR_NOMEM, "out of memory"); goto fail; }
+            s = end;
+        }
+    } else if (tokenizer_encode(tok, prompt, plen, flags, &ids, &err) != AI_OK) goto fail;
     if (ids.len == 0) { ai_err_set(&err, AI_ERR_INVALID, "the prompt encodes to no tokens"); goto fail; }
+    if (all_out && write_all_logits(m, &ids, all_out, &err) != AI_OK) goto fail;
     if (generate_session_init(&gs, ctx, tok, &err) != AI_OK) goto fail;
     gs_ok = true;
     if (logits_out) {
