@@ -15,6 +15,7 @@ Inputs are a fixed multilingual corpus plus seeded random strings; the seed is p
 """
 import json
 import os
+from pathlib import Path
 import random
 import subprocess
 import unicodedata
@@ -226,18 +227,51 @@ GGUF_PRE = {  # llama.cpp's regex lists per tokenizer.ggml.pre
 }
 
 
-def gguf_vocab(path):
-    import gguf
-    r = gguf.GGUFReader(str(path))
+def read_gguf_kv(path):
+    """Minimal GGUF v2/v3 metadata reader (independent of our C reader and fast, unlike a
+    per-element walk through gguf.GGUFReader's fields)."""
+    import struct
+    b = Path(path).read_bytes()
+    assert b[:4] == b"GGUF", path
+    _, _, n_kv = struct.unpack_from("<IQQ", b, 4)
+    off = 24
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
-    def arr(key, conv):
-        f = r.fields.get(key)
-        return None if f is None else [conv(f.parts[i]) for i in f.data]
-    tokens = arr("tokenizer.ggml.tokens", lambda p: bytes(p).decode("utf-8"))
-    types = arr("tokenizer.ggml.token_type", lambda p: int(p[0]))
-    scores = arr("tokenizer.ggml.scores", lambda p: float(p[0]))
-    merges = arr("tokenizer.ggml.merges", lambda p: bytes(p).decode("utf-8"))
-    return tokens, types, scores, merges
+    def string(o):
+        n, = struct.unpack_from("<Q", b, o)
+        return b[o + 8:o + 8 + n], o + 8 + n
+
+    def value(t, o):
+        if t == 8:
+            v, o = string(o)
+            return v.decode("utf-8"), o
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", b, o)
+            o += 12
+            if et == 8:
+                out = []
+                for _ in range(n):
+                    v, o = string(o)
+                    out.append(v.decode("utf-8"))
+                return out, o
+            fmt = scalar[et]
+            size = struct.calcsize(fmt)
+            return list(struct.unpack_from(f"<{n}{fmt}", b, o)), o + n * size
+        fmt = scalar[t]
+        return struct.unpack_from("<" + fmt, b, o)[0], o + struct.calcsize(fmt)
+
+    kv = {}
+    for _ in range(n_kv):
+        k, off = string(off)
+        t, = struct.unpack_from("<I", b, off)
+        kv[k.decode()], off = value(t, off + 4)
+    return kv
+
+
+def gguf_vocab(path):
+    kv = read_gguf_kv(path)
+    g = lambda k: kv.get("tokenizer.ggml." + k)
+    return g("tokens"), g("token_type"), g("scores"), g("merges")
 
 
 def hf_from_gguf(name, path):
