@@ -70,11 +70,20 @@ def compare(ours, reader):
         assert ours["alignment"] == reader.alignment
 
 
+# GGUFReader itself needs 5-20 s per large vocabulary (it builds numpy views of every element),
+# so `make test` checks the two SentencePiece vocabularies (32k tokens, with scores and token
+# types: every array kind) and AIINFRA_FULL_PARITY=1 checks all seven.
+QUICK = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"}
+
+
 def real_gguf_files():
     import os
     from pathlib import Path
     d = Path(os.environ.get("AIINFRA_DATA", Path(__file__).resolve().parents[2] / "build/data")) / "tokenizers/gguf"
-    return sorted(d.glob("*.gguf")) if d.is_dir() else []
+    files = sorted(d.glob("*.gguf")) if d.is_dir() else []
+    if os.environ.get("AIINFRA_FULL_PARITY") != "1":
+        files = [f for f in files if f.name in QUICK]
+    return files
 
 
 @pytest.mark.parametrize("path", real_gguf_files() or [None], ids=lambda p: p.name if p else "absent")
