@@ -47,8 +47,16 @@ static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, 
         cache_slot *s = &wc->slots[i];
         if (!s->hash) break;
         if (s->hash == h && s->key_len == n && !memcmp(wc->keys.data + s->key_off, w, n)) {
-            for (uint32_t k = 0; k < s->ids_len; k++)
-                if (!tok_ids_push(out, wc->ids.data[s->ids_off + k])) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+            if (out->len + s->ids_len > out->cap) {
+                size_t cap = out->cap ? out->cap : 64;
+                while (cap < out->len + s->ids_len) cap *= 2;
+                int32_t *d = realloc(out->data, cap * sizeof *d);
+                if (!d) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+                out->data = d;
+                out->cap = cap;
+            }
+            memcpy(out->data + out->len, wc->ids.data + s->ids_off, s->ids_len * sizeof *out->data);
+            out->len += s->ids_len;
             return AI_OK;
         }
         i = (i + 1) & (CACHE_SLOTS - 1);
@@ -70,6 +78,49 @@ static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, 
     return AI_OK;
 }
 
+/* The common shape - one Isolated regex split, possibly followed by a ByteLevel step that only
+ * maps bytes - needs no word list: matches and the gaps between them go straight to BPE. */
+static const pcre2_code *single_regex(const tokenizer *t)
+{
+    const pcre2_code *re = NULL;
+    for (size_t i = 0; i < t->n_pre; i++) {
+        const pretok_step *p = &t->pre[i];
+        if (p->kind == PRETOK_BYTELEVEL && !p->add_prefix_space && !p->re) continue;
+        bool split = (p->kind == PRETOK_SPLIT && p->re && p->behavior == SPLIT_ISOLATED && !p->invert) ||
+                     (p->kind == PRETOK_BYTELEVEL && !p->add_prefix_space && p->re);
+        if (!split || re) return NULL;
+        re = p->re;
+    }
+    return re;
+}
+
+static ai_status encode_direct(enc_ctx *c, const pcre2_code *re, const char *s, size_t n, tok_ids *out, ai_err *err)
+{
+    pcre2_match_data *md = pcre2_match_data_create(2, NULL);
+    if (!md) return ai_err_set(err, AI_ERR_NOMEM, "out of memory (regex match data)");
+    ai_status st = AI_OK;
+    size_t pos = 0, done = 0;
+    while (pos <= n && !st) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) { st = ai_err_set(err, AI_ERR_RUNTIME, "pre-tokenizer regex failed (%d)", rc); break; }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t a = ov[0], b = ov[1];
+        if (b == a) {             /* empty match: step over one character */
+            if (a >= n) break;
+            pos = a + 1;
+            while (pos < n && ((unsigned char)s[pos] & 0xC0) == 0x80) pos++;
+            continue;
+        }
+        if (a > done) st = encode_word(c, s + done, a - done, out, err);   /* gap */
+        if (!st) st = encode_word(c, s + a, b - a, out, err);
+        done = pos = b;
+    }
+    if (!st && done < n) st = encode_word(c, s + done, n - done, out, err);
+    pcre2_match_data_free(md);
+    return st;
+}
+
 static ai_status encode_segment(enc_ctx *c, const char *s, size_t n, bool first, tok_ids *out, ai_err *err)
 {
     const tokenizer *t = c->t;
@@ -81,6 +132,8 @@ static ai_status encode_segment(enc_ctx *c, const char *s, size_t n, bool first,
         s = c->norm.data ? c->norm.data : "";
         n = c->norm.len;
     }
+    const pcre2_code *re = single_regex(t);
+    if (re) return encode_direct(c, re, s, n, out, err);
     if ((st = tok_pretokenize(t, s, n, first, &c->words, err))) return st;
     for (size_t i = 0; i < c->words.n; i++) {
         st = encode_word(c, c->words.text.data + c->words.span[2 * i], c->words.span[2 * i + 1], out, err);

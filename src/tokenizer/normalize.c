@@ -10,21 +10,33 @@
 #include "aiinfra/utf8.h"
 #include "tokenizer/tok_internal.h"
 
-static bool all_ascii(const char *s, size_t n)
+static ai_status unicode_chunk(buf *out, const char *s, size_t n, utf8proc_option_t opt, ai_err *err)
 {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] >= 0x80) return false;
-    return true;
-}
-
-static ai_status unicode_form(buf *out, const char *s, size_t n, utf8proc_option_t opt, ai_err *err)
-{
-    if (all_ascii(s, n)) { buf_append(out, s, n); return AI_OK; }
     utf8proc_uint8_t *dst = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opt | UTF8PROC_STABLE);
     if (r < 0) return ai_err_set(err, AI_ERR_RUNTIME, "normalizer: %s", utf8proc_errmsg(r));
     buf_append(out, dst, (size_t)r);
     free(dst);
+    return AI_OK;
+}
+
+/* ASCII text is in every normal form, and no ASCII character combines with what precedes it,
+ * so only the runs of non-ASCII characters (plus the one character before each run, which may
+ * be a base for combining marks) go through utf8proc; the rest is copied. */
+static ai_status unicode_form(buf *out, const char *s, size_t n, utf8proc_option_t opt, ai_err *err)
+{
+    size_t i = 0, copied = 0;
+    while (i < n) {
+        if ((unsigned char)s[i] < 0x80) { i++; continue; }
+        size_t a = i > copied ? i - 1 : i;      /* include the preceding ASCII char */
+        size_t b = i;
+        while (b < n && (unsigned char)s[b] >= 0x80) b++;
+        buf_append(out, s + copied, a - copied);
+        ai_status st = unicode_chunk(out, s + a, b - a, opt, err);
+        if (st) return st;
+        copied = i = b;
+    }
+    buf_append(out, s + copied, n - copied);
     return AI_OK;
 }
 

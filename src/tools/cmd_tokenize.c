@@ -23,16 +23,25 @@
 
 #define STDIN_MAX ((size_t)1 << 31)
 
-static double now_s(void)
+static double now_s(clockid_t clk)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void print_ids(const tok_ids *ids, buf *out)
 {
-    for (size_t i = 0; i < ids->len; i++) buf_printf(out, i ? " %d" : "%d", (int)ids->data[i]);
+    char tmp[16];
+    for (size_t i = 0; i < ids->len; i++) {
+        int32_t v = ids->data[i];
+        uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+        size_t k = sizeof tmp;
+        do { tmp[--k] = (char)('0' + u % 10); u /= 10; } while (u);
+        if (v < 0) tmp[--k] = '-';
+        if (i) buf_putc(out, ' ');
+        buf_append(out, tmp + k, sizeof tmp - k);
+    }
     buf_putc(out, '\n');
 }
 
@@ -97,13 +106,11 @@ int cmd_tokenize(int argc, char **argv)
     buf_init(&out);
     int rc = 0;
     size_t n_bytes = 0, n_tokens = 0;
-    double t0 = now_s();
+    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     if (!jsonl) {
         if (tokenizer_encode(t, prompt ? prompt : text, len, flags, &ids, &err)) {
             fprintf(stderr, "aiinfra tokenize: %s\n", err.msg);
             rc = 1;
-        } else {
-            print_ids(&ids, &out);
         }
         n_bytes = len;
         n_tokens = ids.len;
@@ -153,12 +160,13 @@ int cmd_tokenize(int argc, char **argv)
             i = j + 1;
         }
     }
-    double dt = now_s() - t0;
+    double dt = now_s(CLOCK_MONOTONIC) - t0, dc = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    if (!jsonl && !rc) print_ids(&ids, &out);
     if (out.oom) { fprintf(stderr, "aiinfra tokenize: out of memory\n"); rc = 1; }
     if (!rc) fwrite(out.data ? out.data : "", 1, out.len, stdout);
     if (stats)
-        fprintf(stderr, "encode: %zu bytes -> %zu tokens in %.3f s = %.2f MB/s\n", n_bytes, n_tokens, dt,
-                dt > 0 ? n_bytes / dt / 1e6 : 0.0);
+        fprintf(stderr, "encode: %zu bytes -> %zu tokens in %.3f s = %.2f MB/s (cpu %.3f s = %.2f MB/s)\n", n_bytes,
+                n_tokens, dt, dt > 0 ? n_bytes / dt / 1e6 : 0.0, dc, dc > 0 ? n_bytes / dc / 1e6 : 0.0);
     buf_free(&out);
     tok_ids_free(&ids);
     free(text);
