@@ -28,10 +28,11 @@ Greedy margin rule: along every greedy path (each step's logits, first step = la
 the gap between the top-2 logits must be >= MIN_MARGIN (1e-2; 10x the 1e-3 floor of the brief, and
 more than 2 x 1e-4 x max|logit|, the most two logits may move under the test's tolerance). If any
 gap is smaller, the seed is increased by one and the model rebuilt, so float reordering in another
-implementation cannot flip a greedy pick. For llama the bf16-rounded copy must pass the same rule. The seed used is recorded in expected.json.
+implementation cannot flip a greedy pick. For llama the bf16-rounded copy must pass the same rule.
+The seed used is recorded in expected.json.
 
-Tokenizer: a byte-level BPE (GPT-2 pre-tokenizer regex, ByteLevel decoder) of vocab 300 trained with
-the `tokenizers` library on CORPUS below; special tokens <s> (0, bos) and </s> (1, eos); a
+Tokenizer: a byte-level BPE (NFC, Qwen2's split regex then ByteLevel; ByteLevel decoder; see
+SPLIT_RE for why) of vocab 300 trained with the `tokenizers` library on CORPUS below; special tokens <s> (0, bos) and </s> (1, eos); a
 TemplateProcessing post-processor adds <s>, and tokenizer_config.json says add_bos_token. The same
 tokenizer goes into every folder.
 
