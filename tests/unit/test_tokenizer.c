@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "aiinfra/fileio.h"
@@ -233,6 +234,121 @@ static void test_decode_errors(void **state)
     tokenizer_free(t);
 }
 
+// --- GGUF, GPT-2 and tiktoken loaders
+
+static void put_u32(buf *b, uint32_t v) { buf_append(b, &v, 4); }
+static void put_u64(buf *b, uint64_t v) { buf_append(b, &v, 8); }
+static void put_str(buf *b, const char *s) { put_u64(b, strlen(s)); buf_append(b, s, strlen(s)); }
+
+/* A GGUF v3 file with no tensors and these tokenizer keys (x86 is little-endian like GGUF). */
+static void write_gguf(const char *path, const char *model, const char *const *tokens, int n_types,
+                       const char *const *merges)
+{
+    buf b;
+    buf_init(&b);
+    int n_tok = 0, n_merge = 0;
+    while (tokens[n_tok]) n_tok++;
+    while (merges && merges[n_merge]) n_merge++;
+    buf_append(&b, "GGUF", 4);
+    put_u32(&b, 3);
+    put_u64(&b, 0);
+    put_u64(&b, 2 + (n_types >= 0) + (merges != NULL));
+    put_str(&b, "tokenizer.ggml.model"); put_u32(&b, 8); put_str(&b, model);
+    put_str(&b, "tokenizer.ggml.tokens"); put_u32(&b, 9); put_u32(&b, 8); put_u64(&b, (uint64_t)n_tok);
+    for (int i = 0; i < n_tok; i++) put_str(&b, tokens[i]);
+    if (n_types >= 0) {
+        put_str(&b, "tokenizer.ggml.token_type"); put_u32(&b, 9); put_u32(&b, 5); put_u64(&b, (uint64_t)n_types);
+        for (int i = 0; i < n_types; i++) put_u32(&b, 1);
+    }
+    if (merges) {
+        put_str(&b, "tokenizer.ggml.merges"); put_u32(&b, 9); put_u32(&b, 8); put_u64(&b, (uint64_t)n_merge);
+        for (int i = 0; i < n_merge; i++) put_str(&b, merges[i]);
+    }
+    while (b.len % 32) buf_putc(&b, 0);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fwrite(b.data, 1, b.len, fp);
+    fclose(fp);
+    buf_free(&b);
+}
+
+static void expect_file_error(const char *path, ai_status code, const char *needle)
+{
+    tokenizer *t = NULL;
+    ai_err err = {0};
+    ai_status st = tokenizer_load(&t, path, &err);
+    if (st != code || !strstr(err.msg, needle)) fprintf(stderr, "%s: status %d '%s' (want %d '%s')\n", path, st, err.msg, code, needle);
+    assert_int_equal(st, code);
+    assert_non_null(strstr(err.msg, needle));
+    assert_null(t);
+}
+
+static void test_other_loaders(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/aiinfra-tok-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    const char *const toks[] = {"a", "b", "ab", NULL};
+    const char *const good_merges[] = {"a b", NULL};
+    const char *const bad_merges[] = {"a c", NULL};
+
+    snprintf(path, sizeof path, "%s/ok.gguf", dir);
+    write_gguf(path, "gpt2", toks, 3, good_merges);
+    tokenizer *t = NULL;
+    ai_err err = {0};
+    /* no tokenizer.ggml.pre: llama.cpp's "default" */
+    assert_int_equal(tokenizer_load(&t, path, &err), AI_OK);
+    expect_ids(t, "abab", (int32_t[]){2, 2}, 2);
+    tokenizer_free(t);
+
+    write_gguf(path, "bert", toks, 3, good_merges);
+    expect_file_error(path, AI_ERR_UNSUPPORTED, "tokenizer.ggml.model 'bert' unsupported");
+    write_gguf(path, "gpt2", toks, 3, NULL);
+    expect_file_error(path, AI_ERR_FORMAT, "merges missing");
+    write_gguf(path, "gpt2", toks, 3, bad_merges);
+    expect_file_error(path, AI_ERR_FORMAT, "not in the vocabulary");
+    write_gguf(path, "gpt2", toks, 2, good_merges);
+    expect_file_error(path, AI_ERR_FORMAT, "token_type has 2 entries");
+    write_gguf(path, "llama", toks, 3, NULL);
+    expect_file_error(path, AI_ERR_FORMAT, "scores");
+    remove(path);
+
+    /* tiktoken: name decides the pattern; bad lines are errors */
+    snprintf(path, sizeof path, "%s/cl100k_base.tiktoken", dir);
+    FILE *fp = fopen(path, "w");
+    fputs("YQ== 0\nYg== 1\n!!!! 2\n", fp);
+    fclose(fp);
+    expect_file_error(path, AI_ERR_FORMAT, "bad base64");
+    fp = fopen(path, "w");
+    fputs("YQ== zero\n", fp);
+    fclose(fp);
+    expect_file_error(path, AI_ERR_FORMAT, "line 1");
+    remove(path);
+    snprintf(path, sizeof path, "%s/other.tiktoken", dir);
+    fp = fopen(path, "w");
+    fputs("YQ== 0\n", fp);
+    fclose(fp);
+    expect_file_error(path, AI_ERR_UNSUPPORTED, "unknown tiktoken encoding");
+    remove(path);
+
+    /* GPT-2 folder with a broken encoder.json */
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    fp = fopen(path, "w");
+    fputs("{\"a\": 0, \"b\": ", fp);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+    fp = fopen(path, "w");
+    fputs("#version: 0.2\na b\n", fp);
+    fclose(fp);
+    expect_file_error(dir, AI_ERR_FORMAT, "encoder.json");
+    remove(path);
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    remove(path);
+    expect_file_error(dir, AI_ERR_IO, "no tokenizer.json or encoder.json");
+    rmdir(dir);
+}
+
 // --- streaming
 
 /* Streams ids one at a time: every chunk is valid UTF-8, the running output is always a prefix
@@ -358,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_input),
         cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_other_loaders),
         cmocka_unit_test(test_stream_bytelevel_split_chars),
         cmocka_unit_test(test_stream_byte_fallback),
         cmocka_unit_test(test_stream_real_vocab),
