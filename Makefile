@@ -101,9 +101,15 @@ run: deps
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
-$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRC)
+FUZZ_CFLAGS := $(CSTD) -g -O1 -Iinclude -Isrc $(DEPS_CFLAGS) -fsanitize=address,undefined -MMD -MP
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(CSTD) -g -O1 -Iinclude -Isrc $(DEPS_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB_SRC) $(DEPS_LIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/libaiinfra.a: $(call objs,$(BUILD)/fuzz,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/fuzz/%.o $(BUILD)/fuzz/libaiinfra.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEPS_LIBS)
 fuzz: deps data $(FUZZ_BINS)
 	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
