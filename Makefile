@@ -2,7 +2,8 @@
 #
 #   make            library build/libaiinfra.a and CLI build/aiinfra (release, -O2)
 #   make test       deps, build, ASan/UBSan unit tests, parity tests against HF (test venv)
-#   make run        deps, build, demonstrate on a real vocabulary and chat template
+#   make run        deps, build, fetch the default model (SmolLM2-135M-Instruct), stream an answer to PROMPT
+#   make demo       tokenizer + chat template on real vocabularies
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
 #   make bench      benchmarks (tokenizer encode speed vs HF tokenizers)
 #   make asan       the same CLI and tests built with -fsanitize=address,undefined
@@ -33,7 +34,7 @@ PY      := $(VENV)/bin/python
 # variant(dir, extra cflags) -> objects
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test run fuzz bench asan clean venv data unit parity
+.PHONY: all deps test run demo fuzz bench asan clean venv data unit parity
 all: $(BUILD)/aiinfra $(BENCH_BINS)
 
 # ---- release build
@@ -94,7 +95,10 @@ test: deps
 	  PY=$(PY) scripts/run_tests.sh $(UNIT_BINS)
 
 run: deps
-	@$(MAKE) --no-print-directory all data
+	@$(MAKE) --no-print-directory all
+	@scripts/run_default.sh $(BUILD)/aiinfra
+
+demo: all data
 	@scripts/demo.sh $(BUILD)/aiinfra $(TOKDATA) $(SHARED)
 
 # ---- fuzzing (libFuzzer through clang)
