@@ -18,7 +18,6 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 import argparse
 import importlib
 import json
-import pkgutil
 import platform
 import random
 import re
@@ -32,7 +31,9 @@ from pathlib import Path
 def english_text(target):
     import pydoc_data.topics as topics
     parts = list(topics.topics.values())
-    for m in sorted(m.name for m in pkgutil.iter_modules() if not m.name.startswith(("_", "test", "idlelib", "tkinter", "turtle", "antigravity", "this"))):
+    names = sorted(n for n in sys.stdlib_module_names
+                   if not n.startswith(("_", "test", "idlelib", "tkinter", "turtle", "antigravity", "this")))
+    for m in names:
         try:
             mod = importlib.import_module(m)
         except Exception:
@@ -76,11 +77,26 @@ def chinese_text(target, qwen_json):
     return "".join(out), len(words)
 
 
+def documents(text, size=4000):
+    """Cuts text into documents of about `size` bytes at paragraph breaks (how a tokenizer is used:
+    many prompts/documents, not one 10 MB string - HF's per-string bookkeeping makes that case slow)."""
+    docs, cur, n = [], [], 0
+    for line in text.split("\n"):
+        cur.append(line)
+        n += len(line.encode()) + 1
+        if n >= size and (line == "" or n >= 4 * size):   # prefer a paragraph break
+            docs.append("\n".join(cur))
+            cur, n = [], 0
+    if cur:
+        docs.append("\n".join(cur))
+    return docs
+
+
 def ours(binary, model, path):
-    p = subprocess.run([binary, "tokenize", "-m", str(model), "--no-special", "--stats"], stdin=open(path, "rb"),
-                       capture_output=True, check=True)
+    p = subprocess.run([binary, "tokenize", "-m", str(model), "--no-special", "--jsonl", "--stats"],
+                       stdin=open(path, "rb"), capture_output=True, check=True)
     m = re.search(r"cpu ([0-9.]+) s = ([0-9.]+) MB/s", p.stderr.decode())
-    return [int(x) for x in p.stdout.split()], float(m.group(2)), float(m.group(1))
+    return [[int(x) for x in line.split()] for line in p.stdout.decode().split("\n")[:-1]], float(m.group(2))
 
 
 def hf_tokenizer(model):
@@ -109,21 +125,23 @@ def main():
     en = english_text(target)
     zh, n_words = chinese_text(target, tokdata / "hf/qwen3/tokenizer.json")
     texts = {"en": en, "zh": zh}
-    for k, v in texts.items():
-        (tmp / f"{k}.txt").write_bytes(v.encode())
+    docs = {k: documents(v) for k, v in texts.items()}
+    for k, v in docs.items():
+        (tmp / f"{k}.txt").write_text("".join(json.dumps(d) + "\n" for d in v), encoding="utf-8")
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {platform.processor() or platform.machine()}, "
-          f"en {len(en.encode()) / 1e6:.1f} MB, zh {len(zh.encode()) / 1e6:.1f} MB ({n_words} Qwen3 CJK words)")
+          f"en {len(en.encode()) / 1e6:.1f} MB, zh {len(zh.encode()) / 1e6:.1f} MB ({n_words} Qwen3 CJK words), "
+          f"documents of ~4 KB: en {len(docs['en'])}, zh {len(docs['zh'])}; single thread, CPU time")
     print(f"{'model':8} {'text':4} {'ours MB/s':>10} {'HF MB/s':>9} {'ratio':>6}  same ids")
     ok = True
     for name in ["llama3", "qwen3", "gpt2"]:
         model = tokdata / ("hf/" + name if name != "gpt2" else "gpt2")
         ref = hf_tokenizer(model)
         for k, text in texts.items():
-            ids, mbs, _ = ours(a.binary, model, tmp / f"{k}.txt")
+            ids, mbs = ours(a.binary, model, tmp / f"{k}.txt")
             t0 = time.process_time()   # CPU time, like ours: fair on a shared machine
-            ref_ids = ref.encode(text, add_special_tokens=False).ids
+            ref_ids = [e.ids for e in ref.encode_batch(docs[k], add_special_tokens=False)]
             dt = time.process_time() - t0
-            hf_mbs = len(text.encode()) / dt / 1e6
+            hf_mbs = sum(len(d.encode()) for d in docs[k]) / dt / 1e6
             same = ids == ref_ids
             ok &= same
             print(f"{name:8} {k:4} {mbs:10.1f} {hf_mbs:9.1f} {mbs / hf_mbs:6.2f}  {'yes' if same else 'NO'}", flush=True)

@@ -12,9 +12,9 @@
 #include "aiinfra/utf8.h"
 #include "tokenizer/tok_internal.h"
 
-#define CACHE_MIN_TEXT 512     /* inputs shorter than this skip the cache */
+#define CACHE_MIN_TEXT 256     /* inputs shorter than this skip the cache */
 #define CACHE_MAX_WORD 48
-#define CACHE_SLOTS (1u << 16)
+#define CACHE_MAX_SLOTS (1u << 16) /* slots grow with the input (about one per 8 bytes) up to this */
 
 typedef struct cache_slot {
     uint64_t hash;   /* 0 = empty */
@@ -27,6 +27,7 @@ typedef struct word_cache {
     buf keys;
     tok_ids ids;
     uint32_t used;
+    uint32_t mask;  /* slots - 1 */
 } word_cache;
 
 typedef struct enc_ctx {
@@ -42,7 +43,7 @@ static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, 
     word_cache *wc = c->cache;
     if (!wc || n > CACHE_MAX_WORD) return bpe_word(c->t, c->bpe, w, n, out, err);
     uint64_t h = XXH3_64bits(w, n) | 1;
-    uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
+    uint32_t i = (uint32_t)h & wc->mask;
     for (;;) {
         cache_slot *s = &wc->slots[i];
         if (!s->hash) break;
@@ -59,11 +60,11 @@ static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, 
             out->len += s->ids_len;
             return AI_OK;
         }
-        i = (i + 1) & (CACHE_SLOTS - 1);
+        i = (i + 1) & wc->mask;
     }
     size_t before = out->len;
     ai_status st = bpe_word(c->t, c->bpe, w, n, out, err);
-    if (st || wc->used >= CACHE_SLOTS / 2) return st;
+    if (st || wc->used >= (wc->mask + 1) / 2) return st;
     cache_slot *s = &wc->slots[i];
     s->hash = h;
     s->key_off = (uint32_t)wc->keys.len;
@@ -161,7 +162,10 @@ ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int
     if (!c.bpe) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
     word_cache wc = {0};
     if (!st && len >= CACHE_MIN_TEXT) {
-        wc.slots = calloc(CACHE_SLOTS, sizeof *wc.slots);
+        uint32_t slots = 256;
+        while (slots < CACHE_MAX_SLOTS && slots < len / 8) slots *= 2;
+        wc.mask = slots - 1;
+        wc.slots = calloc(slots, sizeof *wc.slots);
         buf_init(&wc.keys);
         tok_ids_init(&wc.ids);
         if (wc.slots) c.cache = &wc;

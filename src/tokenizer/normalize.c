@@ -20,17 +20,33 @@ static ai_status unicode_chunk(buf *out, const char *s, size_t n, utf8proc_optio
     return AI_OK;
 }
 
-/* ASCII text is in every normal form, and no ASCII character combines with what precedes it,
- * so only the runs of non-ASCII characters (plus the one character before each run, which may
- * be a base for combining marks) go through utf8proc; the rest is copied. */
+/* Characters that every normal form leaves alone and that never combine with a neighbour:
+ * ASCII, CJK unified ideographs, CJK punctuation (minus the combining tone marks U+302A..302F)
+ * and fullwidth ASCII variants. Only runs of other characters (plus the one safe character
+ * before each run, which may be a base for combining marks) go through utf8proc; the rest is
+ * copied. English and Chinese text thus skip utf8proc almost entirely. */
+static bool nf_stable(uint32_t cp)
+{
+    return cp < 0x80 || (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3000 && cp <= 0x3029) ||
+           (cp >= 0x3030 && cp <= 0x303F) || (cp >= 0xFF01 && cp <= 0xFF5E);
+}
+
 static ai_status unicode_form(buf *out, const char *s, size_t n, utf8proc_option_t opt, ai_err *err)
 {
-    size_t i = 0, copied = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, copied = 0, prev = 0;   /* prev: start of the previous (stable) character */
     while (i < n) {
-        if ((unsigned char)s[i] < 0x80) { i++; continue; }
-        size_t a = i > copied ? i - 1 : i;      /* include the preceding ASCII char */
-        size_t b = i;
-        while (b < n && (unsigned char)s[b] >= 0x80) b++;
+        uint32_t cp = p[i];
+        size_t k = cp < 0x80 ? 1 : utf8_decode(p + i, n - i, &cp);
+        if (nf_stable(cp)) { prev = i; i += k; continue; }
+        size_t a = i > copied ? prev : i;    /* include the preceding stable character */
+        size_t b = i + k;
+        while (b < n) {
+            uint32_t c2 = p[b];
+            size_t k2 = c2 < 0x80 ? 1 : utf8_decode(p + b, n - b, &c2);
+            if (nf_stable(c2)) break;
+            b += k2;
+        }
         buf_append(out, s + copied, a - copied);
         ai_status st = unicode_chunk(out, s + a, b - a, opt, err);
         if (st) return st;

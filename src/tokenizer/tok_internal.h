@@ -56,10 +56,14 @@ typedef struct tok_strmap {
 } tok_strmap;
 
 /* (left, right) -> (rank, id) */
+typedef struct tok_merge {
+    uint64_t key;     /* ((uint64)left << 32 | right) + 1, 0 = empty */
+    int32_t rank;
+    int32_t id;
+} tok_merge;
+
 typedef struct tok_mergemap {
-    uint64_t *keys;   /* ((uint64)left << 32 | right) + 1, 0 = empty */
-    int32_t *rank;
-    int32_t *id;
+    tok_merge *slots; /* one 16-byte slot per entry: a lookup touches one cache line */
     uint32_t mask;
     uint32_t count;
 } tok_mergemap;

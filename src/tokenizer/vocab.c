@@ -182,46 +182,44 @@ static uint32_t pair_hash(uint64_t k) { return (uint32_t)((k * 0x9E3779B97F4A7C1
 static ai_status merge_grow(tokenizer *t, size_t want, ai_err *err)
 {
     tok_mergemap *m = &t->merges;
-    uint32_t cap = m->keys ? (m->mask + 1) * 2 : 1024;
+    uint32_t cap = m->slots ? (m->mask + 1) * 2 : 1024;
     while (cap < want * 2 && cap < (1u << 30)) cap *= 2;
-    uint64_t *keys = calloc(cap, sizeof *keys);
-    int32_t *rank = malloc(cap * sizeof *rank), *id = malloc(cap * sizeof *id);
-    if (!keys || !rank || !id) {
-        free(keys); free(rank); free(id);
-        return ai_err_set(err, AI_ERR_NOMEM, "out of memory (merge table)");
+    tok_merge *slots = calloc(cap, sizeof *slots);
+    if (!slots) return ai_err_set(err, AI_ERR_NOMEM, "out of memory (merge table)");
+    for (uint32_t i = 0; m->slots && i <= m->mask; i++) {
+        if (!m->slots[i].key) continue;
+        uint32_t j = pair_hash(m->slots[i].key) & (cap - 1);
+        while (slots[j].key) j = (j + 1) & (cap - 1);
+        slots[j] = m->slots[i];
     }
-    for (uint32_t i = 0; m->keys && i <= m->mask; i++) {
-        if (!m->keys[i]) continue;
-        uint32_t j = pair_hash(m->keys[i]) & (cap - 1);
-        while (keys[j]) j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i]; rank[j] = m->rank[i]; id[j] = m->id[i];
-    }
-    free(m->keys); free(m->rank); free(m->id);
-    m->keys = keys; m->rank = rank; m->id = id; m->mask = cap - 1;
+    free(m->slots);
+    m->slots = slots;
+    m->mask = cap - 1;
     return AI_OK;
 }
 
 ai_status tok_merge_reserve(tokenizer *t, size_t n, ai_err *err)
 {
     if (n > (1u << 28)) return ai_err_set(err, AI_ERR_RANGE, "%zu merges is too many", n);
-    return t->merges.keys ? AI_OK : merge_grow(t, n, err);
+    return t->merges.slots ? AI_OK : merge_grow(t, n, err);
 }
 
 ai_status tok_merge_add(tokenizer *t, int32_t left, int32_t right, int32_t rank, int32_t id, ai_err *err)
 {
     tok_mergemap *m = &t->merges;
-    if (!m->keys || (m->count + 1) * 2 > m->mask + 1) {
+    if (!m->slots || (m->count + 1) * 2 > m->mask + 1) {
         ai_status st = merge_grow(t, 0, err);
         if (st) return st;
     }
     uint64_t k = pair_key(left, right);
     uint32_t i = pair_hash(k) & m->mask;
-    while (m->keys[i] && m->keys[i] != k) i = (i + 1) & m->mask;
-    if (m->keys[i]) {               /* the same pair twice: keep the earlier (lower) rank */
-        if (rank < m->rank[i]) { m->rank[i] = rank; m->id[i] = id; }
+    while (m->slots[i].key && m->slots[i].key != k) i = (i + 1) & m->mask;
+    tok_merge *e = &m->slots[i];
+    if (e->key) {               /* the same pair twice: keep the earlier (lower) rank */
+        if (rank < e->rank) { e->rank = rank; e->id = id; }
         return AI_OK;
     }
-    m->keys[i] = k; m->rank[i] = rank; m->id[i] = id;
+    *e = (tok_merge){k, rank, id};
     m->count++;
     return AI_OK;
 }
@@ -229,13 +227,13 @@ ai_status tok_merge_add(tokenizer *t, int32_t left, int32_t right, int32_t rank,
 bool tok_merge_get(const tokenizer *t, int32_t left, int32_t right, int32_t *rank, int32_t *id)
 {
     const tok_mergemap *m = &t->merges;
-    if (!m->keys) return false;
+    if (!m->slots) return false;
     uint64_t k = pair_key(left, right);
     uint32_t i = pair_hash(k) & m->mask;
     for (;;) {
-        uint64_t v = m->keys[i];
-        if (!v) return false;
-        if (v == k) { *rank = m->rank[i]; *id = m->id[i]; return true; }
+        const tok_merge *e = &m->slots[i];
+        if (!e->key) return false;
+        if (e->key == k) { *rank = e->rank; *id = e->id; return true; }
         i = (i + 1) & m->mask;
     }
 }
@@ -287,7 +285,7 @@ void tokenizer_free(tokenizer *t)
     free(t->tok);
     buf_free(&t->strings);
     free(t->map.slots);
-    free(t->merges.keys); free(t->merges.rank); free(t->merges.id);
+    free(t->merges.slots);
     for (size_t i = 0; i < t->n_added; i++) free(t->added[i].content);
     free(t->added);
     for (size_t i = 0; i < t->n_norm; i++) {
