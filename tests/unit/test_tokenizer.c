@@ -3,6 +3,7 @@
  * pathological words, streaming decode never emits broken UTF-8 and equals one-shot decode.
  * Tests that need the real vocabularies (build/data/tokenizers, or $AIINFRA_DATA) skip without them.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,6 +162,55 @@ static void test_invalid_utf8_input(void **state)
     /* "a\xFF" -> 'a' + U+FFFD (EF BF BD as three byte tokens) */
     expect_ids(t, "a\xFF", (int32_t[]){'a', 0xEF, 0xBF, 0xBD}, 4);
     expect_ids(t, "\xE4\xB8", (int32_t[]){0xEF, 0xBF, 0xBD}, 3);   /* truncated sequence: one U+FFFD */
+    tokenizer_free(t);
+}
+
+/* A loaded tokenizer is immutable: four threads encoding at once get the single-thread ids. */
+struct thread_job {
+    const tokenizer *t;
+    const char *text;
+    size_t len;
+    tok_ids ids;
+    ai_status st;
+};
+
+static void *encode_thread(void *arg)
+{
+    struct thread_job *j = arg;
+    ai_err err;
+    tok_ids_init(&j->ids);
+    j->st = AI_OK;
+    for (int rep = 0; rep < 20 && !j->st; rep++) {
+        j->ids.len = 0;
+        j->st = tokenizer_encode(j->t, j->text, j->len, TOK_PARSE_SPECIAL, &j->ids, &err);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    tokenizer *t = load_aa();
+    buf text;
+    buf_init(&text);
+    for (int i = 0; i < 400; i++) buf_puts(&text, i % 3 ? "aaab ab aaaa b<|end|>" : " \xE4\xB8\xAD aaaaaaa ");
+    struct thread_job ref = {t, text.data, text.len, {0}, AI_OK}, jobs[4];
+    encode_thread(&ref);
+    assert_int_equal(ref.st, AI_OK);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = ref;
+        assert_int_equal(pthread_create(&th[i], NULL, encode_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].st, AI_OK);
+        assert_int_equal(jobs[i].ids.len, ref.ids.len);
+        assert_memory_equal(jobs[i].ids.data, ref.ids.data, ref.ids.len * sizeof(int32_t));
+        tok_ids_free(&jobs[i].ids);
+    }
+    tok_ids_free(&ref.ids);
+    buf_free(&text);
     tokenizer_free(t);
 }
 
@@ -472,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_bpe_rules),
         cmocka_unit_test(test_long_words),
         cmocka_unit_test(test_invalid_utf8_input),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_decode_errors),
         cmocka_unit_test(test_other_loaders),
