@@ -140,6 +140,8 @@ typedef struct model_ctx_params {
     int32_t n_batch;     /* tokens per forward call at most; 0 = 256 */
     int n_threads;       /* 0 = number of online cores */
     bool all_logits;     /* keep logits for every token of a call (tests), else the last only */
+    bool kv_f16;         /* K/V cache in f16 (half the memory; llama.cpp's default). Queries are then
+                          * rounded to f16 too, as llama.cpp does before its f16 K products. */
 } model_ctx_params;
 
 typedef struct model_ctx model_ctx;
@@ -176,5 +178,9 @@ void model_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, i
 void model_attend(float *out, const float *q, const float *k, const float *v, int32_t n_pos,
                   int32_t head_dim, int32_t head_dim_v, int64_t k_stride, int64_t v_stride,
                   float scale, float *scores);
+/* The same over an f16 cache (k, v hold IEEE half bits). */
+void model_attend_f16(float *out, const float *q, const uint16_t *k, const uint16_t *v, int32_t n_pos,
+                      int32_t head_dim, int32_t head_dim_v, int64_t k_stride, int64_t v_stride,
+                      float scale, float *scores);
 
 #endif

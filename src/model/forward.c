@@ -1,8 +1,10 @@
 /* forward.c - one sequence's state (KV cache + activations in one allocation) and the forward pass.
  *
  * Memory plan (model_ctx_init computes every size first, then allocates once):
- *   k_cache (n_layer, n_ctx, n_head_kv * head_dim)    f32    written in place by the K matmul
- *   v_cache (n_layer, n_ctx, n_head_kv * head_dim_v)  f32    written in place by the V matmul
+ *   k_cache (n_layer, n_ctx, n_head_kv * head_dim)    f32 or f16 (kv_f16)
+ *   v_cache (n_layer, n_ctx, n_head_kv * head_dim_v)  f32 or f16; an f32 cache is written in place by
+ *                                                     the K/V matmuls, an f16 one from kv_new rows
+ *   kv_new  (n_batch, kv dims of K + V)               f32, only with kv_f16
  *   x, xn   (n_batch, dim)                            residual stream and normed/projected rows
  *   q       (n_batch, n_head * head_dim)   att (n_batch, n_head * head_dim_v)
  *   gate,up (n_batch, n_ff)                scores (n_threads, n_ctx)   rope factors (rope_dim / 2)
@@ -34,7 +36,9 @@ struct model_ctx {
     cpu_isa isa;
     void *mem;
     size_t mem_bytes;
-    float *k_cache, *v_cache;
+    bool kv_f16;
+    void *k_cache, *v_cache;  /* float or uint16_t, see kv_f16 */
+    float *kv_new;            /* (n_batch, kvd + kvdv) f32 rows before conversion (kv_f16 only) */
     float *x, *xn, *q, *att, *gate, *up, *scores, *logits;
     float *rope_factors;     /* NULL when no per-frequency factors */
     void *work;
@@ -96,10 +100,11 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
     /* All products below are of numbers bounded in config.c (dims <= 2^16..2^20, layers <= 4096,
      * ctx <= 2^24) and so fit in size_t on a 64-bit host; the total is checked against SIZE_MAX / 2. */
     size_t kvd = (size_t)c->n_head_kv * (size_t)c->head_dim, kvdv = (size_t)c->n_head_kv * (size_t)c->head_dim_v;
-    size_t nb = (size_t)d.n_batch, f = sizeof(float);
-    size_t sz[12] = {
-        (size_t)c->n_layer * (size_t)d.n_ctx * kvd * f,             /* k_cache */
-        (size_t)c->n_layer * (size_t)d.n_ctx * kvdv * f,            /* v_cache */
+    size_t nb = (size_t)d.n_batch, f = sizeof(float), fk = d.kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    x->kv_f16 = d.kv_f16;
+    size_t sz[13] = {
+        (size_t)c->n_layer * (size_t)d.n_ctx * kvd * fk,            /* k_cache */
+        (size_t)c->n_layer * (size_t)d.n_ctx * kvdv * fk,           /* v_cache */
         nb * (size_t)c->dim * f,                                    /* x */
         nb * (size_t)(c->dim > c->n_ff ? c->dim : c->n_ff) * f,     /* xn */
         nb * (size_t)c->n_head * (size_t)c->head_dim * f,           /* q */
@@ -110,9 +115,10 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
         (size_t)n_logit_rows * (size_t)c->n_vocab * f,              /* logits */
         (size_t)(c->rope_dim / 2) * f,                              /* rope factors */
         work,
+        d.kv_f16 ? nb * (kvd + kvdv) * f : 0,                       /* kv_new */
     };
     size_t total = 0;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 13; i++) {
         if (sz[i] > SIZE_MAX / 4 || total > SIZE_MAX / 4) {
             st = ai_err_set(err, AI_ERR_RANGE, "model_ctx: memory plan overflows");
             goto fail;
@@ -127,8 +133,8 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
     }
     x->mem_bytes = total;
     char *base = x->mem;
-    void *ptrs[12];
-    for (int i = 0; i < 12; i++) {
+    void *ptrs[13];
+    for (int i = 0; i < 13; i++) {
         ptrs[i] = base;
         base += align64(sz[i]);
     }
@@ -136,6 +142,7 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
     x->att = ptrs[5]; x->gate = ptrs[6]; x->up = ptrs[7]; x->scores = ptrs[8]; x->logits = ptrs[9];
     x->work = work ? ptrs[11] : NULL;
     x->work_size = work;
+    x->kv_new = d.kv_f16 ? ptrs[12] : NULL;
     if (m->rope_freqs.data) {
         x->rope_factors = ptrs[10];
         memcpy(x->rope_factors, m->rope_freqs.data, sz[10]);
@@ -176,7 +183,8 @@ const float *model_logits(const model_ctx *c, int32_t *n_rows)
 typedef struct attn_job {
     const model_config *c;
     const float *q;          /* (n, n_head * head_dim) */
-    const float *kc, *vc;    /* this layer's cache (n_ctx, kv dims) */
+    const void *kc, *vc;     /* this layer's cache (n_ctx, kv dims), f32 or f16 */
+    bool f16;
     float *att;              /* (n, n_head * head_dim_v) */
     float *scores;           /* (n_threads, n_ctx) */
     int32_t n_ctx, pos;
@@ -190,10 +198,17 @@ static void attn_task(void *ctx, int64_t task, int thread)
     int32_t t = (int32_t)(task / c->n_head), h = (int32_t)(task % c->n_head);
     int32_t kvh = h / (c->n_head / c->n_head_kv);
     int64_t kvd = (int64_t)c->n_head_kv * c->head_dim, kvdv = (int64_t)c->n_head_kv * c->head_dim_v;
-    model_attend(j->att + ((int64_t)t * c->n_head + h) * c->head_dim_v,
-                 j->q + ((int64_t)t * c->n_head + h) * c->head_dim, j->kc + (int64_t)kvh * c->head_dim,
-                 j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim, c->head_dim_v, kvd, kvdv,
-                 j->scale, j->scores + (int64_t)thread * j->n_ctx);
+    float *out = j->att + ((int64_t)t * c->n_head + h) * c->head_dim_v;
+    const float *q = j->q + ((int64_t)t * c->n_head + h) * c->head_dim;
+    float *scores = j->scores + (int64_t)thread * j->n_ctx;
+    if (j->f16)
+        model_attend_f16(out, q, (const uint16_t *)j->kc + (int64_t)kvh * c->head_dim,
+                         (const uint16_t *)j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim,
+                         c->head_dim_v, kvd, kvdv, j->scale, scores);
+    else
+        model_attend(out, q, (const float *)j->kc + (int64_t)kvh * c->head_dim,
+                     (const float *)j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim, c->head_dim_v,
+                     kvd, kvdv, j->scale, scores);
 }
 
 // --- forward ----------------------------------------------------------------------
@@ -233,14 +248,17 @@ ai_status model_forward(model_ctx *x, const int32_t *tokens, int32_t n, int32_t 
         if ((st = dtype_dequantize_row(m->tok_embd.type, row, x->x + t * dim, dim, err)) != AI_OK) return st;
     }
     float freq_scale = c->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / c->rope_factor : 1.0f;
-    attn_job aj = {.c = c, .q = x->q, .att = x->att, .scores = x->scores, .n_ctx = x->n_ctx, .pos = pos,
+    attn_job aj = {.c = c, .q = x->q, .att = x->att, .scores = x->scores, .n_ctx = x->n_ctx, .pos = pos, .f16 = x->kv_f16,
                    .scale = 1.0f / sqrtf((float)c->head_dim)};
 
     for (int32_t il = 0; il < c->n_layer; il++) {
         const model_layer *L = &m->layers[il];
-        float *kc = x->k_cache + (size_t)il * (size_t)x->n_ctx * (size_t)kvd;
-        float *vc = x->v_cache + (size_t)il * (size_t)x->n_ctx * (size_t)kvdv;
-        float *k = kc + (size_t)pos * (size_t)kvd, *v = vc + (size_t)pos * (size_t)kvdv;
+        size_t es = x->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+        char *kc = (char *)x->k_cache + (size_t)il * (size_t)x->n_ctx * (size_t)kvd * es;
+        char *vc = (char *)x->v_cache + (size_t)il * (size_t)x->n_ctx * (size_t)kvdv * es;
+        /* new K/V rows: straight into an f32 cache, or into kv_new for conversion to f16 */
+        float *k = x->kv_f16 ? x->kv_new : (float *)(kc + (size_t)pos * (size_t)kvd * es);
+        float *v = x->kv_f16 ? x->kv_new + (size_t)n * (size_t)kvd : (float *)(vc + (size_t)pos * (size_t)kvdv * es);
 
         for (int32_t t = 0; t < n; t++) model_rmsnorm(x->xn + t * dim, x->x + t * dim, L->attn_norm.data, dim, c->norm_eps);
         if ((st = matmul(x, &L->wq, x->xn, n, x->q, err)) != AI_OK) return st;
@@ -261,6 +279,11 @@ ai_status model_forward(model_ctx *x, const int32_t *tokens, int32_t n, int32_t 
                        c->rope_kind);
             model_rope(kt, c->n_head_kv, c->head_dim, c->rope_dim, pos + t, c->rope_base, freq_scale, x->rope_factors,
                        c->rope_kind);
+        }
+        if (x->kv_f16) { /* llama.cpp rounds K, V (stored) and Q (before the f16 products) to f16 */
+            dtype_f32_to_f16_row(k, (uint16_t *)kc + (size_t)pos * (size_t)kvd, (int64_t)n * kvd);
+            dtype_f32_to_f16_row(v, (uint16_t *)vc + (size_t)pos * (size_t)kvdv, (int64_t)n * kvdv);
+            for (int64_t i = 0; i < (int64_t)n * qd; i++) x->q[i] = dtype_f16_to_f32(dtype_f32_to_f16(x->q[i]));
         }
         aj.kc = kc;
         aj.vc = vc;

@@ -143,3 +143,77 @@ void model_attend(float *out, const float *q, const float *k, const float *v, in
         for (int32_t i = 0; i < head_dim_v; i++) out[i] += p * vj[i];
     }
 }
+
+// --- attention over an f16 cache ---------------------------------------------------
+
+#ifdef OPS_HAVE_AVX2
+__attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(float *out, const float *q, const uint16_t *k,
+                                                                      const uint16_t *v, int32_t n_pos, int32_t n,
+                                                                      int32_t m, int64_t ks, int64_t vs, float scale,
+                                                                      float *scores)
+{
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n_pos; j++) {
+        const uint16_t *kj = k + (int64_t)j * ks;
+        __m256 acc = _mm256_setzero_ps();
+        for (int32_t i = 0; i < n; i += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kj + i))),
+                                  acc);
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        float d = _mm_cvtss_f32(s) * scale;
+        scores[j] = d;
+        if (d > mx) mx = d;
+    }
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_pos; j++) {
+        float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += (double)e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int32_t i = 0; i < m; i += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int32_t j = 0; j < n_pos; j++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j] * inv),
+                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + (int64_t)j * vs + i))), acc);
+        _mm256_storeu_ps(out + i, acc);
+    }
+}
+#endif
+
+void model_attend_f16(float *out, const float *q, const uint16_t *k, const uint16_t *v, int32_t n_pos,
+                      int32_t head_dim, int32_t head_dim_v, int64_t k_stride, int64_t v_stride, float scale,
+                      float *scores)
+{
+#ifdef OPS_HAVE_AVX2
+    if (head_dim % 8 == 0 && head_dim_v % 8 == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+        attend_f16_avx2(out, q, k, v, n_pos, head_dim, head_dim_v, k_stride, v_stride, scale, scores);
+        return;
+    }
+#endif
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n_pos; j++) {
+        const uint16_t *kj = k + (int64_t)j * k_stride;
+        float d = 0.0f;
+        for (int32_t i = 0; i < head_dim; i++) d += q[i] * dtype_f16_to_f32(kj[i]);
+        d *= scale;
+        scores[j] = d;
+        if (d > mx) mx = d;
+    }
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_pos; j++) {
+        float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += (double)e;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int32_t i = 0; i < head_dim_v; i++) out[i] = 0.0f;
+    for (int32_t j = 0; j < n_pos; j++) {
+        const uint16_t *vj = v + (int64_t)j * v_stride;
+        float p = scores[j] * inv;
+        for (int32_t i = 0; i < head_dim_v; i++) out[i] += p * dtype_f16_to_f32(vj[i]);
+    }
+}

@@ -70,6 +70,8 @@ int cmd_chat(int argc, char **argv)
         if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && more) mpath = argv[++i];
         else if (!strcmp(a, "--system") && more) system = argv[++i];
         else if (!strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--kv") && more && (!strcmp(argv[i + 1], "f16") || !strcmp(argv[i + 1], "f32")))
+            cp.kv_f16 = !strcmp(argv[++i], "f16");
         else if (!strcmp(a, "-n") && more) { ok = num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
         else if (!strcmp(a, "--temp") && more) { ok = num(argv[++i], 0, 100, &v); gp.sp.temperature = (float)v; }
         else if (!strcmp(a, "--top-p") && more) { ok = num(argv[++i], 0, 1, &v); gp.sp.top_p = (float)v; }
@@ -82,7 +84,7 @@ int cmd_chat(int argc, char **argv)
         else {
             fprintf(stderr, "usage: aiinfra chat [-m MODEL] [--system TEXT] [-n MAX_REPLY_TOKENS] [--temp T] [--top-p P]\n"
                             "                    [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS]\n"
-                            "                    [--ctx N] [-q]\n  one user message per stdin line; /reset, /exit\n");
+                            "                    [--ctx N] [--kv f32|f16] [-q]\n  one user message per stdin line; /reset, /exit\n");
             return 2;
         }
         if (!ok) { fprintf(stderr, "aiinfra chat: bad value for %s\n", a); return 2; }

@@ -70,6 +70,8 @@ int cmd_info(int argc, char **argv)
     char label[64];
     snprintf(label, sizeof label, "KV cache for %d tokens (f32)", c->n_ctx_train);
     mib(label, (double)st.kv_bytes_per_token * c->n_ctx_train);
+    snprintf(label, sizeof label, "KV cache for %d tokens (f16)", c->n_ctx_train);
+    mib(label, (double)st.kv_bytes_per_token / 2 * c->n_ctx_train);
     model_close(m);
     return 0;
 }

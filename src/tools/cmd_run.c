@@ -27,7 +27,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra run [-m MODEL] (-p PROMPT | -f FILE) [-n N] [--temp T] [--top-p P] [--top-k K]\n"
             "                   [--min-p P] [--seed S] [--repeat-penalty R] [--chat] [--system TEXT]\n"
-            "                   [-t THREADS] [--ctx N] [--batch N] [--stop TEXT]... [--ignore-eos]\n"
+            "                   [-t THREADS] [--ctx N] [--batch N] [--kv f32|f16] [--stop TEXT]... [--ignore-eos]\n"
             "                   [--dump FILE.json] [--logits FILE.f32] [--all-logits FILE.f32]\n"
             "                   [--prompt-ids \"ID ID ...\"] [-q]\n"
             "  prints only the generated text on stdout; -m defaults to the default model\n");
@@ -119,6 +119,11 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--logits") && more) logits_out = argv[++i];
         else if (!strcmp(a, "--all-logits") && more) all_out = argv[++i];
         else if (!strcmp(a, "--prompt-ids") && more) prompt_ids = argv[++i];
+        else if (!strcmp(a, "--kv") && more) {
+            const char *t = argv[++i];
+            if (strcmp(t, "f16") && strcmp(t, "f32")) { fprintf(stderr, "aiinfra run: --kv takes f32 or f16\n"); return 2; }
+            cp.kv_f16 = !strcmp(t, "f16");
+        }
         else if (!strcmp(a, "--stop") && more) {
             if (n_stops == MAX_STOPS) { fprintf(stderr, "aiinfra run: at most %d --stop\n", MAX_STOPS); return 2; }
             stops[n_stops++] = argv[++i];

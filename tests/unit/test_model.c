@@ -365,7 +365,15 @@ static void test_attention(void **state)
         for (int i = 0; i < n * ks; i++) k[i] = 2 * frand(&rng);
         for (int i = 0; i < n * vs; i++) v[i] = frand(&rng);
         float scale = 1.0f / sqrtf((float)hd);
+        /* the f16 cache: same inputs rounded to f16 must give the same result as f32 on the rounded values */
+        uint16_t *k16 = malloc(sizeof(uint16_t) * n * ks), *v16 = malloc(sizeof(uint16_t) * n * vs);
+        float *out16 = malloc(sizeof(float) * hdv);
+        for (int i = 0; i < n * ks; i++) { k16[i] = dtype_f32_to_f16(k[i]); k[i] = dtype_f16_to_f32(k16[i]); }
+        for (int i = 0; i < n * vs; i++) { v16[i] = dtype_f32_to_f16(v[i]); v[i] = dtype_f16_to_f32(v16[i]); }
+        model_attend_f16(out16, q, k16, v16, n, hd, hdv, ks, vs, scale, sc);
         model_attend(out, q, k, v, n, hd, hdv, ks, vs, scale, sc);
+        for (int i = 0; i < hdv; i++) assert_true(fabs(out[i] - out16[i]) < 1e-6);
+        free(k16); free(v16); free(out16);
         double p[80], mx = -INFINITY, sum = 0;
         for (int j = 0; j < n; j++) {
             double d = 0;
@@ -412,6 +420,17 @@ static void check_forward(const tiny_cfg *c)
             ref_forward(&tm, toks, n, ref);
             for (int i = 0; i < c->n_vocab; i++) assert_true(fabs(lg[i] - ref[i]) <= 1e-4 * (1 + fabs(ref[i])));
         }
+        model_ctx_free(x);
+    }
+    /* f16 KV cache: logits move by the f16 rounding of q, k, v only */
+    {
+        model_ctx *x;
+        model_ctx_params p = {.n_ctx = 32, .n_batch = 4, .n_threads = 2, .kv_f16 = true};
+        assert_int_equal(model_ctx_init(&x, m, &p, &err), AI_OK);
+        for (int t = 0; t < 12; t += 4) assert_int_equal(model_forward(x, toks + t, 4, t, &err), AI_OK);
+        const float *lg = model_logits(x, NULL);
+        ref_forward(&tm, toks, 12, ref);
+        for (int i = 0; i < c->n_vocab; i++) assert_true(fabs(lg[i] - ref[i]) <= 2e-2 * (1 + fabs(ref[i])));
         model_ctx_free(x);
     }
     /* all_logits: each row equals the logits of that prefix */
