@@ -184,6 +184,19 @@ def run_llama(path, cases):
     llm = llama_cpp.Llama(model_path=path, n_ctx=2048, n_batch=512, n_threads=2, logits_all=False, verbose=False,
                           seed=0)
     template = llm.metadata["tokenizer.chat_template"]
+    cp = llm.context_params
+    fa = getattr(cp, "flash_attn_type", getattr(cp, "flash_attn", "?"))
+
+    def is_eog(t):
+        for fn, arg in (("llama_vocab_is_eog", "vocab"), ("llama_token_is_eog", "vocab"), ("llama_token_is_eog", "model")):
+            f = getattr(llama_cpp, fn, None)
+            if f is not None and hasattr(llm._model, arg):
+                try:
+                    return bool(f(getattr(llm._model, arg), t))
+                except Exception:
+                    pass
+        return t == llm.token_eos()
+
     results = []
     for c in cases:
         text = render_chat(template, c) if c["chat"] else c["prompt"]
@@ -196,12 +209,13 @@ def run_llama(path, cases):
         for _ in range(N_GEN):
             t = int(np.argmax(logits))
             gen.append(t)
-            if llama_cpp.llama_token_is_eog(llm._model.vocab, t) if hasattr(llm._model, "vocab") else t == llm.token_eos():
+            if is_eog(t):
                 break
             llm.eval([t])
             logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
         results.append((c, text, ids, first, gen))
-    return results, f"llama-cpp-python {llama_cpp.__version__} (llama.cpp CPU, f16 KV cache, n_threads 2)"
+    return results, (f"llama-cpp-python {llama_cpp.__version__} (llama.cpp CPU, KV {cp.type_k}/{cp.type_v} "
+                     f"(ggml type ids; 1 = f16), flash_attn {fa}, n_threads 2)")
 
 
 def run_numpy(path, cases):
