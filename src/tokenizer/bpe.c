@@ -116,9 +116,10 @@ ai_status bpe_word(const tokenizer *t, bpe_scratch *s, const char *w, size_t n, 
 {
     if (n == 0) return AI_OK;
     if (n > INT32_MAX / 2) return ai_err_set(err, AI_ERR_RANGE, "word of %zu bytes is too long", n);
-    if (t->ignore_merges) {
+    if (t->ignore_merges || t->has_self) {
         int32_t id = tok_lookup(t, w, n);
-        if (id >= 0) return tok_ids_push(out, id) ? AI_OK : ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+        if (id >= 0 && (t->ignore_merges || (t->tok[id].attr & TOK_ATTR_SELF)))
+            return tok_ids_push(out, id) ? AI_OK : ai_err_set(err, AI_ERR_NOMEM, "out of memory");
     }
     size_t ns = 0;
     bool ok = true;
@@ -171,4 +172,27 @@ ai_status bpe_word(const tokenizer *t, bpe_scratch *s, const char *w, size_t n, 
     for (int32_t i = 0; i >= 0; i = s->syms[i].next)
         if (!tok_ids_push(out, s->syms[i].id)) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
     return AI_OK;
+}
+
+ai_status bpe_mark_self(tokenizer *t, ai_err *err)
+{
+    if (t->ignore_merges || t->model != TOK_MODEL_BYTES) return AI_OK;
+    bpe_scratch *s = bpe_scratch_new();
+    if (!s) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    tok_ids ids;
+    tok_ids_init(&ids);
+    ai_status st = AI_OK;
+    for (int32_t id = 0; id < t->n_vocab && !st; id++) {
+        tok_entry *e = &t->tok[id];
+        if (e->attr & (TOK_ATTR_CONTROL | TOK_ATTR_NOT_MODEL) || e->key_len < 2) continue;
+        size_t n;
+        const char *k = tok_key(t, id, &n);
+        ids.len = 0;
+        st = bpe_word(t, s, k, n, &ids, err);
+        if (!st && ids.len == 1 && ids.data[0] == id) e->attr |= TOK_ATTR_SELF;
+    }
+    tok_ids_free(&ids);
+    bpe_scratch_free(s);
+    if (!st) t->has_self = true;
+    return st;
 }

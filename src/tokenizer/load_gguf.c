@@ -186,6 +186,7 @@ ai_status tokenizer_from_gguf(tokenizer **out, const gguf *g, ai_err *err)
         }
         if ((st = tok_pre_from_name(t, name, err))) goto fail;
         t->ignore_merges = !strcmp(name, "llama-bpe") || !strcmp(name, "llama3") || !strcmp(name, "llama-v3");
+        if ((st = bpe_mark_self(t, err))) goto fail;
         t->dec_bytelevel = true;
     }
     *out = t;

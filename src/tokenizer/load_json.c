@@ -425,6 +425,7 @@ ai_status tok_load_cjson(tokenizer **out, const void *root_, const void *cfg_, a
         goto fail;
     }
     if ((st = parse_merges(t, J(model, "merges"), err))) goto fail;
+    if ((st = bpe_mark_self(t, err))) goto fail;
     if ((st = parse_normalizer(t, J(root, "normalizer"), err))) goto fail;
     if ((st = parse_pre(t, J(root, "pre_tokenizer"), err))) goto fail;
     if ((st = parse_decoder(t, J(root, "decoder"), err))) goto fail;

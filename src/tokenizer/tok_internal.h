@@ -40,6 +40,7 @@ enum tok_attr {
     TOK_ATTR_BYTE = 1 << 4,     /* <0xXX> byte-fallback token */
     TOK_ATTR_EOG = 1 << 5,
     TOK_ATTR_NOT_MODEL = 1 << 6, /* an added token outside the model vocabulary */
+    TOK_ATTR_SELF = 1 << 7,      /* BPE of this token's key, as a word, is this token alone */
 };
 
 typedef struct tok_entry {
@@ -129,6 +130,7 @@ struct tokenizer {
     int32_t byte_id[256];    /* BYTES: id of each single byte; CHARS: <0xXX> ids; -1 absent */
 
     bool ignore_merges;      /* a word that is itself a token is emitted as is */
+    bool has_self;           /* TOK_ATTR_SELF marks are set (bpe_mark_self) */
     bool byte_fallback;
     bool fuse_unk;
     int32_t unk_id;
@@ -207,6 +209,9 @@ typedef struct bpe_scratch bpe_scratch;
 bpe_scratch *bpe_scratch_new(void);
 void bpe_scratch_free(bpe_scratch *s);
 ai_status bpe_word(const tokenizer *t, bpe_scratch *s, const char *w, size_t n, tok_ids *out, ai_err *err);
+/* Marks TOK_ATTR_SELF by running BPE on every token's key once (call after the merges are in):
+ * a word equal to such a token then costs one lookup, with exactly the ids BPE would give. */
+ai_status bpe_mark_self(tokenizer *t, ai_err *err);
 
 /* added.c: the next added-token match in s[from..n): start/end of the matched span (incl.
  * stripped whitespace) and the id; false if none. */
