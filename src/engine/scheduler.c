@@ -2,29 +2,30 @@
  *
  * States and the function behind each transition:
  *
- *                 scheduler_add
- *                      |
- *                      v            schedule (admit: head of queue,
- *                 +---------+       blocks for its first chunk)        +---------+
- *                 | WAITING | -------------------------------------->  | RUNNING | <---+
- *                 +---------+                                          +---------+     |
- *                      |                   schedule (out of blocks:      |   |  |      | schedule
- *                      |                   newest RUNNING is preempted,  |   |  |      | (re-admit,
- *                      |                   its blocks freed)             |   |  |      |  recompute)
- *                      |                              +------------------+   |  |      |
- *                      |                              v                      |  |  +-----------+
- *                      |                       +-----------+                 |  |  | PREEMPTED |
- *                      |                       | PREEMPTED | ----------------|--|->+-----------+
- *                      |                       +-----------+  (same state:   |  |   (queue front)
- *                      |                              |        queued)       |  |
- *  scheduler_abort     |         scheduler_abort      |   scheduler_finish / |  | schedule (alone and
- *                      v                              v   scheduler_abort    v  v  still no room: NO_SPACE)
- *                 +-------------------------------------------------------------------+
- *                 |                              FINISHED                             |
- *                 +-------------------------------------------------------------------+
- *                                                |  scheduler_release
- *                                                v
- *                                             (gone)
+ *                        scheduler_add
+ *                             |
+ *                             v
+ *                        +---------+   schedule: admitted (head of the queue, blocks for its
+ *            +---------- | WAITING | ---------------------------+  first chunk)
+ *            |           +---------+                            |
+ *            |                                                  v
+ *            |           +-----------+   schedule: re-admitted +---------+
+ *            |     +---- | PREEMPTED | ----------------------> | RUNNING |
+ *            |     |     +-----------+ <---------------------- +---------+
+ *            |     |     (queue front)   schedule: out of          |
+ *            |     |                     blocks, the newest        |
+ *            |     |                     RUNNING is preempted      |
+ *            |     |                                               |
+ *  scheduler_abort, or schedule: nothing      scheduler_finish, scheduler_abort, or
+ *  runs and it still does not fit (NO_SPACE)  schedule: alone and no room (NO_SPACE)
+ *            |     |                                               |
+ *            v     v                                               v
+ *       +-----------------------------------------------------------------+
+ *       |                            FINISHED                             |
+ *       +-----------------------------------------------------------------+
+ *                             | scheduler_release
+ *                             v
+ *                          (gone)
  *
  * One step (scheduler_schedule), budget B = max_num_batched_tokens:
  *   1. decodes: every RUNNING sequence with exactly one token left (its last sample) gets it,
