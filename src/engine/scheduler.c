@@ -34,7 +34,8 @@
  *      min(left, B remaining, what the free blocks hold) tokens each. A long prompt thus takes
  *      several steps and never delays the decodes of step 1.
  *   3. admission from the waiting queue while B remains and fewer than max_num_seqs run: the
- *      head gets min(left after its prefix-cache hit, B remaining) tokens.
+ *      head gets min(left after its prefix-cache hit, B remaining) tokens. Skipped in a step that
+ *      preempted: blocks are short, and re-admitting the victim at once would only thrash.
  *   Out of blocks for a RUNNING sequence (1 or 2, when not even one token fits): the newest
  *   RUNNING sequence (latest admission) is preempted: its blocks are freed, its entry in this
  *   step (if any) is withdrawn, it goes to the FRONT of the waiting queue, and later recomputes
@@ -344,7 +345,8 @@ ai_status scheduler_schedule(scheduler *s, sched_step *out, ai_err *err)
         }
     }
     /* 3. FCFS admission from the head of the waiting queue */
-    while (s->waiting.n > 0 && s->running.n < s->cfg.max_num_seqs && s->step.n_tokens < budget) {
+    while (s->step.n_preempted == 0 && s->waiting.n > 0 && s->running.n < s->cfg.max_num_seqs &&
+           s->step.n_tokens < budget) {
         int32_t slot = s->waiting.slot[0];
         sched_seq *q = &s->seqs.seq[slot];
         int32_t kvh, cached, chunk;
