@@ -228,6 +228,7 @@ const cpu_kernels cpu_kernels_avx2 = {
         [DTYPE_F32] = dot_f32_avx2, [DTYPE_F16] = dot_f16_avx2, [DTYPE_BF16] = dot_bf16_avx2,
         [DTYPE_Q8_0] = dot_q8_0_avx2, [DTYPE_Q4_0] = dot_q4_0_avx2, [DTYPE_Q4_1] = dot_q4_1_avx2,
     },
+    .tile = cpu_tiles_avx2,
     .quantize_q8_0 = quantize_q8_0_avx2,
     .quantize_q8_1 = quantize_q8_1_avx2,
 };

@@ -134,11 +134,35 @@ static float dot_q4_1(int64_t n, const void *w, const void *x)
     return s;
 }
 
+// --- tiles: one dot per (row, token), the reference for the SIMD tiles
+
+#define SCALAR_TILE(name)                                                                              \
+    static void tile_##name(int64_t n, const void *w, size_t w_row, int nr, const void *x, size_t x_row, \
+                            int nt, float *y, size_t y_row)                                             \
+    {                                                                                                  \
+        for (int t = 0; t < nt; t++)                                                                   \
+            for (int r = 0; r < nr; r++)                                                               \
+                y[(size_t)t * y_row + (size_t)r] =                                                     \
+                    dot_##name(n, (const uint8_t *)w + (size_t)r * w_row, (const uint8_t *)x + (size_t)t * x_row); \
+    }
+SCALAR_TILE(f32)
+SCALAR_TILE(f16)
+SCALAR_TILE(bf16)
+SCALAR_TILE(q8_0)
+SCALAR_TILE(q4_0)
+SCALAR_TILE(q4_1)
+
+const cpu_tile_fn cpu_tiles_scalar[DTYPE_COUNT] = {
+    [DTYPE_F32] = tile_f32, [DTYPE_F16] = tile_f16, [DTYPE_BF16] = tile_bf16,
+    [DTYPE_Q8_0] = tile_q8_0, [DTYPE_Q4_0] = tile_q4_0, [DTYPE_Q4_1] = tile_q4_1,
+};
+
 const cpu_kernels cpu_kernels_scalar = {
     .dot = {
         [DTYPE_F32] = dot_f32, [DTYPE_F16] = dot_f16, [DTYPE_BF16] = dot_bf16,
         [DTYPE_Q8_0] = dot_q8_0, [DTYPE_Q4_0] = dot_q4_0, [DTYPE_Q4_1] = dot_q4_1,
     },
+    .tile = cpu_tiles_scalar,
     .quantize_q8_0 = quantize_q8_0_scalar,
     .quantize_q8_1 = quantize_q8_1_scalar,
 };

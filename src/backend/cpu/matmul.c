@@ -10,6 +10,7 @@
  *     of once per token. For decode (n_tok = 1) it is a plain streaming matvec.
  *  3. y is written at [t * n_out + r]: each (t, r) by exactly one task, so no synchronisation.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,10 +32,18 @@ bool cpu_isa_available(cpu_isa isa)
     case CPU_ISA_AVX2:
 #ifdef CPU_HAVE_AVX2_TABLE
     {
-        /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c") */
-        unsigned a, b, c, d;
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c", gcc 12's
+         * answers 0 on CPUs that have it). CPUID traps to the hypervisor in a VM (~1-2 us), and this
+         * runs on every cpu_matmul (~200 per decoded token), so the answer is cached: a fact about
+         * the CPU, written with the same value by whichever thread gets there first (0 = not yet). */
+        static atomic_int f16c; /* 0 unknown, 1 yes, 2 no */
+        int f = atomic_load_explicit(&f16c, memory_order_relaxed);
+        if (f == 0) {
+            unsigned a, b, c, d;
+            f = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) ? 1 : 2;
+            atomic_store_explicit(&f16c, f, memory_order_relaxed);
+        }
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f == 1;
     }
 #else
         return false;
@@ -116,7 +125,7 @@ ai_status cpu_matmul_work_size(dtype wtype, int64_t n_in, int64_t n_tok, size_t 
 
 typedef struct mm_job {
     const cpu_kernels *k;
-    cpu_dot_fn dot;
+    cpu_tile_fn tile;
     dtype act;
     const uint8_t *w;      /* (n_out, w_row) bytes */
     size_t w_row;
@@ -140,12 +149,9 @@ static void rows_task(void *ctx, int64_t task, int thread)
     const int64_t r0 = task * j->rows_per_task;
     const int64_t r1 = r0 + j->rows_per_task < j->n_out ? r0 + j->rows_per_task : j->n_out;
     for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOK_TILE) {
-        const int64_t t1 = t0 + TOK_TILE < j->n_tok ? t0 + TOK_TILE : j->n_tok;
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *wr = j->w + (size_t)r * j->w_row;
-            for (int64_t t = t0; t < t1; t++)
-                j->y[t * j->n_out + r] = j->dot(j->n_in, wr, j->xq + (size_t)t * j->x_row);
-        }
+        const int64_t nt = t0 + TOK_TILE < j->n_tok ? TOK_TILE : j->n_tok - t0;
+        j->tile(j->n_in, j->w + (size_t)r0 * j->w_row, j->w_row, (int)(r1 - r0), j->xq + (size_t)t0 * j->x_row,
+                j->x_row, (int)nt, j->y + t0 * j->n_out + r0, (size_t)j->n_out);
     }
 }
 
@@ -166,7 +172,7 @@ ai_status cpu_matmul(threadpool *pool, cpu_isa isa, dtype wtype, const void *w, 
     if (work_size < need || (need && !work))
         return ai_err_set(err, AI_ERR_INVALID, "cpu matmul: work buffer of %zu bytes, %zu needed", work_size, need);
     mm_job j = {
-        .k = k, .dot = k->dot[wtype], .act = cpu_act_dtype(wtype), .w = w, .w_row = w_row, .x = x,
+        .k = k, .tile = k->tile[wtype], .act = cpu_act_dtype(wtype), .w = w, .w_row = w_row, .x = x,
         .y = y, .n_out = n_out, .n_in = n_in, .n_tok = n_tok,
     };
     if (j.act == DTYPE_F32) {
