@@ -30,6 +30,7 @@
 #include "aiinfra/cpu_kernels.h"
 #include "aiinfra/dtype.h"
 #include "aiinfra/threadpool.h"
+#include "backend/cpu/kernels.h" /* the tile kernels, tested directly for exactness */
 
 static uint64_t g_seed, g_rng;
 static uint32_t rnd(void)
@@ -199,6 +200,70 @@ static void test_quantized_dot_exact(void **state)
     free(x0); free(x1); free(w8); free(w40); free(w41);
 }
 
+/* The register tiles (every shape the cover uses: 4 or 1 rows x CPU_TILE_T or 1 tokens, plus the
+ * leftovers) with unit scales must give the exact integer sums, for every (row, token). */
+static void test_tile_exact(void **state)
+{
+    (void)state;
+    const int64_t nb = 13, n = 32 * nb;
+    enum { NR = 9, NT = 5 };
+    const dtype qts[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+    const uint16_t one = dtype_f32_to_f16(1.0f);
+    for (size_t qi = 0; qi < 3; qi++) {
+        const dtype wt = qts[qi];
+        size_t wrow, xrow;
+        assert_int_equal(dtype_row_bytes(wt, n, &wrow, NULL), AI_OK);
+        assert_int_equal(dtype_row_bytes(cpu_act_dtype(wt), n, &xrow, NULL), AI_OK);
+        uint8_t *w = xmalloc(wrow * NR), *x = xmalloc(xrow * NT);
+        int wc[NR][32 * 13], xc[NT][32 * 13];
+        for (int r = 0; r < NR; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *blk = w + (size_t)r * wrow + (size_t)b * (wrow / (size_t)nb);
+                memcpy(blk, &one, 2);
+                if (wt == DTYPE_Q4_1) memset(blk + 2, 0, 2); /* m = 0 */
+                uint8_t *qs = blk + (wt == DTYPE_Q4_1 ? 4 : 2);
+                if (wt == DTYPE_Q8_0) {
+                    for (int j = 0; j < 32; j++) { int8_t v = (int8_t)(rnd() % 256 - 128); qs[j] = (uint8_t)v; wc[r][b * 32 + j] = v; }
+                } else {
+                    const int off = wt == DTYPE_Q4_0 ? 8 : 0;
+                    for (int j = 0; j < 16; j++) {
+                        uint8_t c = (uint8_t)rnd();
+                        qs[j] = c;
+                        wc[r][b * 32 + j] = (c & 15) - off;
+                        wc[r][b * 32 + j + 16] = (c >> 4) - off;
+                    }
+                }
+            }
+        for (int t = 0; t < NT; t++)
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *blk = x + (size_t)t * xrow + (size_t)b * (xrow / (size_t)nb);
+                memcpy(blk, &one, 2);
+                if (wt == DTYPE_Q4_1) memset(blk + 2, 0, 2); /* s = 0 */
+                int8_t *qs = (int8_t *)(blk + (wt == DTYPE_Q4_1 ? 4 : 2));
+                for (int j = 0; j < 32; j++) { qs[j] = (int8_t)((int)(rnd() % 255) - 127); xc[t][b * 32 + j] = qs[j]; }
+            }
+        for (int isa = 0; isa < CPU_ISA_COUNT; isa++) {
+            const cpu_kernels *k = cpu_kernels_for((cpu_isa)isa);
+            if (!k) continue;
+            for (int nr = 1; nr <= NR; nr++)
+                for (int nt = 1; nt <= NT; nt++) {
+                    float y[NT][NR + 1];
+                    poison(&y[0][0], sizeof y / sizeof(float));
+                    k->tile[wt](n, w, wrow, nr, x, xrow, nt, &y[0][0], NR + 1);
+                    for (int t = 0; t < NT; t++)
+                        for (int r = 0; r <= NR; r++) {
+                            if (t >= nt || r >= nr) { CHECK(isnan(y[t][r]), "tile wrote outside %dx%d", nr, nt); continue; }
+                            int64_t ref = 0;
+                            for (int64_t i = 0; i < n; i++) ref += (int64_t)wc[r][i] * xc[t][i];
+                            CHECK(y[t][r] == (float)ref, "%s %s tile %dx%d y[%d][%d] = %.1f, exact %lld",
+                                  cpu_isa_name((cpu_isa)isa), dtype_name(wt), nr, nt, t, r, y[t][r], (long long)ref);
+                        }
+                }
+        }
+        free(w); free(x);
+    }
+}
+
 // --- matmul: every dtype x ISA x threads vs the double reference
 
 static void check_matmul(threadpool *pool, cpu_isa isa, dtype wt, int64_t n_out, int64_t n_in, int64_t n_tok)
@@ -359,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_quantized_dot_exact),
         cmocka_unit_test(test_dot_isa_agree),
+        cmocka_unit_test(test_tile_exact),
         cmocka_unit_test(test_matmul_all),
         cmocka_unit_test(test_matmul_errors),
         cmocka_unit_test(test_threadpool),
