@@ -15,7 +15,8 @@
  *     ones, the sign trick for signed weights; |w| computed once per weight block, not per token).
  *     Scales: the block's f16 pair (d, m) or (d, s) is loaded as 32 bits and converted by one
  *     vcvtph2ps; d_w * d_x is one vector multiply of broadcasts per (row, token) pair, and q4_1's
- *     m_w * s_x lands in lane 0 of the same accumulator through a second FMA (sx zero-extended).
+ *     m_w * s_x is one xmm FMA per (row, block) for all T tokens (the s of token t in lane 2 + t),
+ *     off the (row, token) accumulators' dependency chains.
  *  3. Float weights: 8 elements per step, R weight vectors (converted once) x T activation vectors,
  *     a scalar tail for n not a multiple of 8.
  * Results differ from the scalar reference only in the order of the f32 accumulation.
@@ -58,6 +59,8 @@ TARGET INLINE __m256i unpack_nibbles(const uint8_t *qs)
 
 // --- quantized tiles
 
+_Static_assert(CPU_TILE_T <= 2, "qtile keeps q4_1's m * s of token t in lane 2 + t of an xmm");
+
 #ifndef PF_GROUPS
 #define PF_GROUPS 2
 #endif
@@ -73,6 +76,9 @@ TARGET INLINE void qtile(const dtype wt, const int R, const int T, int64_t nb, c
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[CPU_TILE_R][CPU_TILE_T];
+    __m128 macc[CPU_TILE_R]; /* q4_1: lane 2 + t accumulates m_w * s_x of token t (lanes 0, 1 unused) */
+    UNROLL
+    for (int r = 0; r < R; r++) macc[r] = _mm_setzero_ps();
     UNROLL
     for (int r = 0; r < R; r++)
         UNROLL
@@ -84,16 +90,17 @@ TARGET INLINE void qtile(const dtype wt, const int R, const int T, int64_t nb, c
         for (int k = 0; k < R * WBLOCK(wt); k += 64)
             _mm_prefetch((const char *)(pf + (uintptr_t)(b * R * WBLOCK(wt) + k)), _MM_HINT_T0);
         __m256i qx[CPU_TILE_T];
-        __m256 dx[CPU_TILE_T], sx[CPU_TILE_T];
+        __m256 dx[CPU_TILE_T];
+        __m128 ds[CPU_TILE_T];
         UNROLL
         for (int t = 0; t < T; t++) {
             const uint8_t *xb = x + (size_t)t * x_row + (size_t)b * XBLOCK(wt);
-            __m128 ds = f16x2(xb); /* q8_1: (d, s); q8_0: (d, first two codes: unused) */
+            ds[t] = f16x2(xb); /* q8_1: (d, s); q8_0: (d, first two codes: unused) */
             qx[t] = _mm256_loadu_si256((const __m256i *)(xb + XQS(wt)));
-            dx[t] = _mm256_broadcastss_ps(ds);
-            /* s alone in lane 0 (insertps: lane 1 -> lane 0, zero lanes 1-3) */
-            if (wt == DTYPE_Q4_1) sx[t] = _mm256_zextps128_ps256(_mm_insert_ps(ds, ds, 0x4e));
+            dx[t] = _mm256_broadcastss_ps(ds[t]);
         }
+        /* (dx0, dx1, sx0, sx1): the s of token t in lane 2 + t */
+        const __m128 sxt = _mm_unpacklo_ps(ds[0], ds[T - 1]);
         UNROLL
         for (int r = 0; r < R; r++) {
             const uint8_t *wb = w + (size_t)r * w_row + (size_t)b * WBLOCK(wt);
@@ -103,12 +110,11 @@ TARGET INLINE void qtile(const dtype wt, const int R, const int T, int64_t nb, c
             if (wt == DTYPE_Q8_0) qw = _mm256_loadu_si256((const __m256i *)(wb + WQS(wt)));
             else qw = unpack_nibbles(wb + WQS(wt));
             if (wt == DTYPE_Q4_1) {
-                __m256 mw = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+                macc[r] = _mm_fmadd_ps(_mm_permute_ps(dm, 0x55), sxt, macc[r]); /* m_w * (.., .., sx0, sx1) */
                 UNROLL
                 for (int t = 0; t < T; t++) {
                     __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx[t]), ones);
                     acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[t]), _mm256_cvtepi32_ps(p), acc[r][t]);
-                    acc[r][t] = _mm256_fmadd_ps(mw, sx[t], acc[r][t]);
                 }
             } else {
                 if (wt == DTYPE_Q4_0) qw = _mm256_sub_epi8(qw, _mm256_set1_epi8(8));
@@ -121,10 +127,14 @@ TARGET INLINE void qtile(const dtype wt, const int R, const int T, int64_t nb, c
             }
         }
     }
+    float m[CPU_TILE_R][4];
+    UNROLL
+    for (int r = 0; r < R; r++) _mm_storeu_ps(m[r], macc[r]);
     UNROLL
     for (int t = 0; t < T; t++)
         UNROLL
-        for (int r = 0; r < R; r++) y[(size_t)t * y_row + (size_t)r] = hsum8(acc[r][t]);
+        for (int r = 0; r < R; r++)
+            y[(size_t)t * y_row + (size_t)r] = hsum8(acc[r][t]) + (wt == DTYPE_Q4_1 ? m[r][2 + t] : 0.0f);
 }
 
 // --- float tiles
