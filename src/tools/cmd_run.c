@@ -72,10 +72,11 @@ static bool write_dump(const char *path, const tok_ids *prompt, const tok_ids *g
 }
 
 /* Every prompt position's logits from one forward over the whole prompt (a context of its own). */
-static ai_status write_all_logits(const model *m, const tok_ids *ids, const char *path, ai_err *err)
+static ai_status write_all_logits(const model *m, const tok_ids *ids, bool kv_f16, const char *path, ai_err *err)
 {
     model_ctx *c;
-    model_ctx_params p = {.n_ctx = (int32_t)ids->len, .n_batch = (int32_t)ids->len, .all_logits = true};
+    model_ctx_params p = {.n_ctx = (int32_t)ids->len, .n_batch = (int32_t)ids->len, .all_logits = true,
+                          .kv_f16 = kv_f16};
     if (ids->len > (size_t)m->cfg.n_ctx_train)
         return ai_err_set(err, AI_ERR_RANGE, "--all-logits: the prompt is longer than the model's context");
     ai_status st = model_ctx_init(&c, m, &p, err);
@@ -225,7 +226,7 @@ int cmd_run(int argc, char **argv)
         }
     } else if (tokenizer_encode(tok, prompt, plen, flags, &ids, &err) != AI_OK) goto fail;
     if (ids.len == 0) { ai_err_set(&err, AI_ERR_INVALID, "the prompt encodes to no tokens"); goto fail; }
-    if (all_out && write_all_logits(m, &ids, all_out, &err) != AI_OK) goto fail;
+    if (all_out && write_all_logits(m, &ids, cp.kv_f16, all_out, &err) != AI_OK) goto fail;
     if (generate_session_init(&gs, ctx, tok, &err) != AI_OK) goto fail;
     gs_ok = true;
     if (logits_out) {
