@@ -6,10 +6,13 @@ for docs/perf.md ("CPU decode").
 Usage (llama-cpp-python must be importable, e.g. its venv):
   ~/.cache/aiinfra/venv-llama/bin/python scripts/bench_decode.py [--model M] [--threads 1,2] [--reps 3]
 Decode: 128 tokens after "Once upon a time" (EOS ignored); prefill: a 512-token prompt.
+The load average is printed at the start and the end (other jobs on a shared machine skew both sides).
 llama.cpp timing: wall time of Llama.eval calls (prefill: one call over the prompt; decode: one call
 per token, greedy argmax on the returned logits), with its default f16 KV cache.
 """
 import argparse
+import os
+import platform
 import re
 import statistics
 import subprocess
@@ -69,7 +72,8 @@ def main():
     ids = llama_cpp.Llama(model_path=model, n_ctx=64, verbose=False, vocab_only=True).tokenize(
         PROMPT.encode(), add_bos=True, special=True)[:512]
     print(f"llama-cpp-python {llama_cpp.__version__}; prompt {len(ids)} tokens; decode {N_DECODE} tokens; "
-          f"our KV {a.kv}; median of {a.reps}", file=sys.stderr)
+          f"our KV {a.kv}; median of {a.reps}; {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}); "
+          f"load average at start {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print("| threads | ours decode | llama.cpp decode | ratio | ours prefill | llama.cpp prefill | ratio |")
     print("|---|---|---|---|---|---|---|")
     for t in map(int, a.threads.split(",")):
@@ -79,7 +83,8 @@ def main():
             l.append(llama(model, t, ids))
         med = lambda rs, k: statistics.median(r[k] for r in rs)
         od, ld, op, lp = med(o, "decode"), med(l, "decode"), med(o, "prefill"), med(l, "prefill")
-        print(f"| {t} | {od:.1f} | {ld:.1f} | {od / ld:.2f} | {op:.1f} | {lp:.1f} | {op / lp:.2f} |")
+        print(f"| {t} | {od:.1f} | {ld:.1f} | {od / ld:.2f} | {op:.1f} | {lp:.1f} | {op / lp:.2f} |", flush=True)
+    print(f"load average at end {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)", file=sys.stderr)
 
 
 if __name__ == "__main__":
