@@ -16,6 +16,7 @@
 #define OPS_HAVE_AVX2 1
 #endif
 
+#include "aiinfra/cpu_kernels.h"
 #include "aiinfra/model.h"
 
 void model_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
@@ -73,6 +74,18 @@ void model_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, i
     }
 }
 
+/* scores[j] = exp(scores[j] - mx) in place; returns 1 / sum (the sum kept in double). */
+static float softmax_unnormalized(float *scores, int32_t n_pos, float mx)
+{
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_pos; j++) {
+        float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += (double)e;
+    }
+    return (float)(1.0 / sum);
+}
+
 #ifdef OPS_HAVE_AVX2
 __attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b, int32_t n)
 {
@@ -95,13 +108,7 @@ __attribute__((target("avx2,fma"))) static void attend_avx2(float *out, const fl
         scores[j] = d;
         if (d > mx) mx = d;
     }
-    double sum = 0.0;
-    for (int32_t j = 0; j < n_pos; j++) {
-        float e = expf(scores[j] - mx);
-        scores[j] = e;
-        sum += (double)e;
-    }
-    float inv = (float)(1.0 / sum);
+    float inv = softmax_unnormalized(scores, n_pos, mx);
     for (int32_t i = 0; i < m; i += 8) {
         __m256 acc = _mm256_setzero_ps();
         for (int32_t j = 0; j < n_pos; j++)
@@ -115,7 +122,7 @@ void model_attend(float *out, const float *q, const float *k, const float *v, in
                   int32_t head_dim_v, int64_t k_stride, int64_t v_stride, float scale, float *scores)
 {
 #ifdef OPS_HAVE_AVX2
-    if (head_dim % 8 == 0 && head_dim_v % 8 == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (head_dim % 8 == 0 && head_dim_v % 8 == 0 && cpu_isa_available(CPU_ISA_AVX2)) {
         attend_avx2(out, q, k, v, n_pos, head_dim, head_dim_v, k_stride, v_stride, scale, scores);
         return;
     }
@@ -129,13 +136,7 @@ void model_attend(float *out, const float *q, const float *k, const float *v, in
         scores[j] = d;
         if (d > mx) mx = d;
     }
-    double sum = 0.0;
-    for (int32_t j = 0; j < n_pos; j++) {
-        float e = expf(scores[j] - mx);
-        scores[j] = e;
-        sum += (double)e;
-    }
-    float inv = (float)(1.0 / sum);
+    float inv = softmax_unnormalized(scores, n_pos, mx);
     for (int32_t i = 0; i < head_dim_v; i++) out[i] = 0.0f;
     for (int32_t j = 0; j < n_pos; j++) {
         const float *vj = v + (int64_t)j * v_stride;
@@ -166,13 +167,7 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(float *out,
         scores[j] = d;
         if (d > mx) mx = d;
     }
-    double sum = 0.0;
-    for (int32_t j = 0; j < n_pos; j++) {
-        float e = expf(scores[j] - mx);
-        scores[j] = e;
-        sum += (double)e;
-    }
-    float inv = (float)(1.0 / sum);
+    float inv = softmax_unnormalized(scores, n_pos, mx);
     for (int32_t i = 0; i < m; i += 8) {
         __m256 acc = _mm256_setzero_ps();
         for (int32_t j = 0; j < n_pos; j++)
@@ -188,8 +183,7 @@ void model_attend_f16(float *out, const float *q, const uint16_t *k, const uint1
                       float *scores)
 {
 #ifdef OPS_HAVE_AVX2
-    if (head_dim % 8 == 0 && head_dim_v % 8 == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    if (head_dim % 8 == 0 && head_dim_v % 8 == 0 && cpu_isa_available(CPU_ISA_AVX2)) {
         attend_f16_avx2(out, q, k, v, n_pos, head_dim, head_dim_v, k_stride, v_stride, scale, scores);
         return;
     }
@@ -203,13 +197,7 @@ void model_attend_f16(float *out, const float *q, const uint16_t *k, const uint1
         scores[j] = d;
         if (d > mx) mx = d;
     }
-    double sum = 0.0;
-    for (int32_t j = 0; j < n_pos; j++) {
-        float e = expf(scores[j] - mx);
-        scores[j] = e;
-        sum += (double)e;
-    }
-    float inv = (float)(1.0 / sum);
+    float inv = softmax_unnormalized(scores, n_pos, mx);
     for (int32_t i = 0; i < head_dim_v; i++) out[i] = 0.0f;
     for (int32_t j = 0; j < n_pos; j++) {
         const uint16_t *vj = v + (int64_t)j * v_stride;
