@@ -19,16 +19,8 @@
 #include "aiinfra/generate.h"
 #include "aiinfra/model.h"
 #include "aiinfra/tokenizer.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
-
-static bool emit_stdout(void *user, const char *text, size_t len)
-{
-    buf *reply = user;
-    buf_append(reply, text, len);
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return true;
-}
 
 static void add_msg(cJSON *msgs, const char *role, const char *content)
 {
@@ -43,15 +35,6 @@ static cJSON *new_conversation(const char *system)
     cJSON *msgs = cJSON_CreateArray();
     if (system) add_msg(msgs, "system", system);
     return msgs;
-}
-
-static bool num(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
 }
 
 int cmd_chat(int argc, char **argv)
@@ -72,15 +55,15 @@ int cmd_chat(int argc, char **argv)
         else if (!strcmp(a, "-q")) quiet = true;
         else if (!strcmp(a, "--kv") && more && (!strcmp(argv[i + 1], "f16") || !strcmp(argv[i + 1], "f32")))
             cp.kv_f16 = !strcmp(argv[++i], "f16");
-        else if (!strcmp(a, "-n") && more) { ok = num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
-        else if (!strcmp(a, "--temp") && more) { ok = num(argv[++i], 0, 100, &v); gp.sp.temperature = (float)v; }
-        else if (!strcmp(a, "--top-p") && more) { ok = num(argv[++i], 0, 1, &v); gp.sp.top_p = (float)v; }
-        else if (!strcmp(a, "--top-k") && more) { ok = num(argv[++i], 0, 1 << 24, &v); gp.sp.top_k = (int32_t)v; }
-        else if (!strcmp(a, "--min-p") && more) { ok = num(argv[++i], 0, 1, &v); gp.sp.min_p = (float)v; }
-        else if (!strcmp(a, "--repeat-penalty") && more) { ok = num(argv[++i], 1e-3, 100, &v); gp.sp.repetition_penalty = (float)v; }
-        else if (!strcmp(a, "--seed") && more) { ok = num(argv[++i], 0, 1.8e19, &v); gp.sp.has_seed = true; gp.sp.seed = strtoull(argv[i], NULL, 10); }
-        else if (!strcmp(a, "-t") && more) { ok = num(argv[++i], 1, 1024, &v); cp.n_threads = (int)v; }
-        else if (!strcmp(a, "--ctx") && more) { ok = num(argv[++i], 16, 1 << 24, &v); cp.n_ctx = (int32_t)v; }
+        else if (!strcmp(a, "-n") && more) { ok = cli_parse_num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
+        else if (!strcmp(a, "--temp") && more) { ok = cli_parse_num(argv[++i], 0, 100, &v); gp.sp.temperature = (float)v; }
+        else if (!strcmp(a, "--top-p") && more) { ok = cli_parse_num(argv[++i], 0, 1, &v); gp.sp.top_p = (float)v; }
+        else if (!strcmp(a, "--top-k") && more) { ok = cli_parse_num(argv[++i], 0, 1 << 24, &v); gp.sp.top_k = (int32_t)v; }
+        else if (!strcmp(a, "--min-p") && more) { ok = cli_parse_num(argv[++i], 0, 1, &v); gp.sp.min_p = (float)v; }
+        else if (!strcmp(a, "--repeat-penalty") && more) { ok = cli_parse_num(argv[++i], 1e-3, 100, &v); gp.sp.repetition_penalty = (float)v; }
+        else if (!strcmp(a, "--seed") && more) { ok = cli_parse_num(argv[++i], 0, 1.8e19, &v); gp.sp.has_seed = true; gp.sp.seed = strtoull(argv[i], NULL, 10); }
+        else if (!strcmp(a, "-t") && more) { ok = cli_parse_num(argv[++i], 1, 1024, &v); cp.n_threads = (int)v; }
+        else if (!strcmp(a, "--ctx") && more) { ok = cli_parse_num(argv[++i], 16, 1 << 24, &v); cp.n_ctx = (int32_t)v; }
         else {
             fprintf(stderr, "usage: aiinfra chat [-m MODEL] [--system TEXT] [-n MAX_REPLY_TOKENS] [--temp T] [--top-p P]\n"
                             "                    [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS]\n"
@@ -159,7 +142,7 @@ int cmd_chat(int argc, char **argv)
         }
         buf_clear(&reply);
         generate_stats st;
-        if (generate_run(&gs, ids.data, ids.len, &gp, emit_stdout, &reply, NULL, &st, &err) != AI_OK) goto fail;
+        if (generate_run(&gs, ids.data, ids.len, &gp, cli_emit_stdout, &reply, NULL, &st, &err) != AI_OK) goto fail;
         fputc('\n', stdout);
         fflush(stdout);
         add_msg(msgs, "assistant", reply.data ? reply.data : "");

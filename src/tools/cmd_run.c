@@ -18,6 +18,7 @@
 #include "aiinfra/generate.h"
 #include "aiinfra/model.h"
 #include "aiinfra/tokenizer.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 #define MAX_STOPS 16
@@ -32,23 +33,6 @@ static int usage(void)
             "                   [--prompt-ids \"ID ID ...\"] [-q]\n"
             "  prints only the generated text on stdout; -m defaults to the default model\n");
     return 2;
-}
-
-static bool emit_stdout(void *user, const char *text, size_t len)
-{
-    (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return true;
-}
-
-static bool parse_num(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
 }
 
 static bool write_dump(const char *path, const tok_ids *prompt, const tok_ids *gen, const generate_stats *st)
@@ -134,16 +118,16 @@ int cmd_run(int argc, char **argv)
                             !strcmp(a, "--batch"))) {
             const char *s = argv[++i];
             bool ok;
-            if (!strcmp(a, "-n")) { ok = parse_num(s, 0, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
-            else if (!strcmp(a, "--temp")) { ok = parse_num(s, 0, 100, &v); gp.sp.temperature = (float)v; }
-            else if (!strcmp(a, "--top-p")) { ok = parse_num(s, 0, 1, &v); gp.sp.top_p = (float)v; }
-            else if (!strcmp(a, "--top-k")) { ok = parse_num(s, 0, 1 << 24, &v); gp.sp.top_k = (int32_t)v; }
-            else if (!strcmp(a, "--min-p")) { ok = parse_num(s, 0, 1, &v); gp.sp.min_p = (float)v; }
-            else if (!strcmp(a, "--seed")) { ok = parse_num(s, 0, 18446744073709551615.0, &v); gp.sp.has_seed = true; gp.sp.seed = strtoull(s, NULL, 10); }
-            else if (!strcmp(a, "--repeat-penalty")) { ok = parse_num(s, 1e-3, 100, &v); gp.sp.repetition_penalty = (float)v; }
-            else if (!strcmp(a, "-t")) { ok = parse_num(s, 1, 1024, &v); cp.n_threads = (int)v; }
-            else if (!strcmp(a, "--ctx")) { ok = parse_num(s, 1, 1 << 24, &v); cp.n_ctx = (int32_t)v; }
-            else { ok = parse_num(s, 1, 1 << 16, &v); cp.n_batch = (int32_t)v; }
+            if (!strcmp(a, "-n")) { ok = cli_parse_num(s, 0, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
+            else if (!strcmp(a, "--temp")) { ok = cli_parse_num(s, 0, 100, &v); gp.sp.temperature = (float)v; }
+            else if (!strcmp(a, "--top-p")) { ok = cli_parse_num(s, 0, 1, &v); gp.sp.top_p = (float)v; }
+            else if (!strcmp(a, "--top-k")) { ok = cli_parse_num(s, 0, 1 << 24, &v); gp.sp.top_k = (int32_t)v; }
+            else if (!strcmp(a, "--min-p")) { ok = cli_parse_num(s, 0, 1, &v); gp.sp.min_p = (float)v; }
+            else if (!strcmp(a, "--seed")) { ok = cli_parse_num(s, 0, 18446744073709551615.0, &v); gp.sp.has_seed = true; gp.sp.seed = strtoull(s, NULL, 10); }
+            else if (!strcmp(a, "--repeat-penalty")) { ok = cli_parse_num(s, 1e-3, 100, &v); gp.sp.repetition_penalty = (float)v; }
+            else if (!strcmp(a, "-t")) { ok = cli_parse_num(s, 1, 1024, &v); cp.n_threads = (int)v; }
+            else if (!strcmp(a, "--ctx")) { ok = cli_parse_num(s, 1, 1 << 24, &v); cp.n_ctx = (int32_t)v; }
+            else { ok = cli_parse_num(s, 1, 1 << 16, &v); cp.n_batch = (int32_t)v; }
             if (!ok) { fprintf(stderr, "aiinfra run: bad value '%s' for %s\n", s, a); return 2; }
         } else return usage();
     }
@@ -238,7 +222,7 @@ int cmd_run(int argc, char **argv)
     gp.n_stops = n_stops;
     gp.entropy = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     generate_stats st;
-    if (generate_run(&gs, ids.data, ids.len, &gp, emit_stdout, NULL, &gen, &st, &err) != AI_OK) goto fail;
+    if (generate_run(&gs, ids.data, ids.len, &gp, cli_emit_stdout, NULL, &gen, &st, &err) != AI_OK) goto fail;
     fflush(stdout);
     if (!quiet) {
         fprintf(stderr, "\naiinfra run: prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens, decode %.1f tok/s (%s)\n",

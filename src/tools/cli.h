@@ -1,0 +1,14 @@
+/* cli.h - small helpers shared by the CLI's subcommands. */
+#ifndef AIINFRA_CLI_H
+#define AIINFRA_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Parses all of s as a number in [lo, hi]; false (out untouched) otherwise. */
+bool cli_parse_num(const char *s, double lo, double hi, double *out);
+
+/* A generate_fn-style text sink: writes to stdout and flushes (streaming). */
+bool cli_emit_stdout(void *user, const char *text, size_t len);
+
+#endif
