@@ -37,10 +37,11 @@ objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 .PHONY: all deps test run demo fuzz bench asan clean venv data unit parity
 all: $(BUILD)/aiinfra $(BENCH_BINS)
 
-# ---- release build
+# ---- release build (NDEBUG: the debug-only invariant checks, e.g. kv_blocks_check after every
+# block operation, run in the ASan build that the tests use, not in the release binary)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -DNDEBUG -c $< -o $@
 
 $(BUILD)/libaiinfra.a: $(call objs,$(BUILD),$(LIB_SRC))
 	@rm -f $@
