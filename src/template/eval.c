@@ -419,30 +419,24 @@ static value *binop_eval(render_ctx *r, int line, int op, value *a, value *b)
 
 // --- expressions
 
-typedef struct argv_t {
-    value **pos;
-    size_t npos;
-    const char **kwn;
-    size_t *kwl;
-    value **kwv;
-    size_t nkw;
-} argv_t;
+static value *eval_in(render_ctx *r, scope *sc, const node *n);
 
-static argv_t eval_args(render_ctx *r, const node *n)
+/* the arguments of an N_CALL/N_FILTER/N_TEST node (kids, then names = kw), names resolving in sc */
+static call_args eval_args(render_ctx *r, scope *sc, const node *n)
 {
-    argv_t a = {0};
+    call_args a = {0};
     a.npos = n->nkids;
     if (n->nkids) a.pos = arena_alloc(&r->tc, n->nkids * sizeof(value *));
-    for (size_t i = 0; i < n->nkids; i++) a.pos[i] = eval_expr(r, n->kids[i]);
+    for (size_t i = 0; i < n->nkids; i++) a.pos[i] = eval_in(r, sc, n->kids[i]);
     a.nkw = n->nnames;
     a.kwn = n->names;
     a.kwl = n->namelens;
     if (n->nnames) a.kwv = arena_alloc(&r->tc, n->nnames * sizeof(value *));
-    for (size_t i = 0; i < n->nnames; i++) a.kwv[i] = eval_expr(r, n->kw[i]);
+    for (size_t i = 0; i < n->nnames; i++) a.kwv[i] = eval_in(r, sc, n->kw[i]);
     return a;
 }
 
-static value *call_macro(render_ctx *r, int line, value *m, argv_t *a);
+static value *call_macro(render_ctx *r, int line, value *m, const call_args *a);
 static value *lookup_name(render_ctx *r, scope *sc, const char *s, size_t n);
 
 value *eval_expr(render_ctx *r, const node *n)
@@ -486,19 +480,19 @@ value *eval_expr(render_ctx *r, const node *n)
     }
     case N_CALL: {
         value *fn = eval_expr(r, n->a);
-        argv_t a = eval_args(r, n);
-        v = call_value(r, n->line, fn, a.pos, a.npos, a.kwn, a.kwl, a.kwv, a.nkw);
+        call_args a = eval_args(r, r->cur, n);
+        v = call_value(r, n->line, fn, &a);
         break;
     }
     case N_FILTER: {
         value *t = eval_expr(r, n->a);
-        argv_t a = eval_args(r, n);
-        v = filter_apply(r, n, t, a.pos, a.npos, a.kwn, a.kwl, a.kwv, a.nkw);
+        call_args a = eval_args(r, r->cur, n);
+        v = filter_apply(r, n, t, &a);
         break;
     }
     case N_TEST: {
         value *t = eval_expr(r, n->a);
-        argv_t a = eval_args(r, n);
+        call_args a = eval_args(r, r->cur, n);
         bool ok = test_apply(r, n, t, a.pos, a.npos);
         v = v_bool(c, n->op ? !ok : ok);
         break;
@@ -545,24 +539,29 @@ value *eval_expr(render_ctx *r, const node *n)
 
 // --- calls
 
-static value *call_builtin(render_ctx *r, int line, builtin_fn fn, argv_t *a);
-static value *eval_in(render_ctx *r, scope *sc, const node *n);
+static value *call_builtin(render_ctx *r, int line, builtin_fn fn, const call_args *a);
 
-value *call_value(render_ctx *r, int line, value *fn, value **args, size_t nargs,
-                  const char **kwn, size_t *kwl, value **kwv, size_t nkw)
+value *call_arg(const call_args *a, size_t i, const char *name)
 {
-    argv_t a = { args, nargs, kwn, kwl, kwv, nkw };
+    if (i < a->npos) return a->pos[i];
+    if (name)
+        for (size_t k = 0; k < a->nkw; k++)
+            if (name_is(a->kwn[k], a->kwl[k], name)) return a->kwv[k];
+    return NULL;
+}
+
+value *call_value(render_ctx *r, int line, value *fn, const call_args *args)
+{
     switch (fn->t) {
-    case V_FUNC: return call_builtin(r, line, fn->u.fn, &a);
-    case V_MACRO: return call_macro(r, line, fn, &a);
-    case V_METHOD:
-        return method_call(r, line, fn->u.method.self, fn->u.method.name, fn->u.method.n, args, nargs, kwn, kwl, kwv, nkw);
+    case V_FUNC: return call_builtin(r, line, fn->u.fn, args);
+    case V_MACRO: return call_macro(r, line, fn, args);
+    case V_METHOD: return method_call(r, line, fn->u.method.self, fn->u.method.name, fn->u.method.n, args);
     case V_UNDEF: undefined_error(r, line, fn);
     default: tpl_fail(&r->tc, AI_ERR_RUNTIME, line, "'%s' object is not callable", v_type_name(fn));
     }
 }
 
-static value *call_macro(render_ctx *r, int line, value *m, argv_t *a)
+static value *call_macro(render_ctx *r, int line, value *m, const call_args *a)
 {
     tpl_ctx *c = &r->tc;
     const node *def = m->u.macro.def;
@@ -605,7 +604,7 @@ static int64_t int_arg(render_ctx *r, int line, value *v, const char *what)
     tpl_fail(&r->tc, AI_ERR_RUNTIME, line, "%s: '%s' object cannot be interpreted as an integer", what, v_type_name(v));
 }
 
-static value *call_builtin(render_ctx *r, int line, builtin_fn fn, argv_t *a)
+static value *call_builtin(render_ctx *r, int line, builtin_fn fn, const call_args *a)
 {
     tpl_ctx *c = &r->tc;
     switch (fn) {
@@ -713,16 +712,8 @@ static value *apply_filter_chain(render_ctx *r, scope *sc, const node *chain, va
 {
     for (size_t i = 0; i < chain->nkids; i++) {
         const node *f = chain->kids[i];
-        argv_t a = { 0 };
-        a.npos = f->nkids;
-        if (f->nkids) a.pos = arena_alloc(&r->tc, f->nkids * sizeof(value *));
-        for (size_t k = 0; k < f->nkids; k++) a.pos[k] = eval_in(r, sc, f->kids[k]);
-        a.nkw = f->nnames;
-        a.kwn = f->names;
-        a.kwl = f->namelens;
-        if (f->nnames) a.kwv = arena_alloc(&r->tc, f->nnames * sizeof(value *));
-        for (size_t k = 0; k < f->nnames; k++) a.kwv[k] = eval_in(r, sc, f->kw[k]);
-        v = filter_apply(r, f, v, a.pos, a.npos, a.kwn, a.kwl, a.kwv, a.nkw);
+        call_args a = eval_args(r, sc, f);
+        v = filter_apply(r, f, v, &a);
     }
     return v;
 }
@@ -818,8 +809,8 @@ static flow exec_stmt(render_ctx *r, scope *sc, const node *n)
         fn2->u.macro.caller = caller;
         scope *old = r->cur;
         r->cur = sc;
-        argv_t a = eval_args(r, call);
-        value *res = call_value(r, n->line, fn2, a.pos, a.npos, a.kwn, a.kwl, a.kwv, a.nkw);
+        call_args a = eval_args(r, sc, call);
+        value *res = call_value(r, n->line, fn2, &a);
         r->cur = old;
         v_to_str(c, res, r->out);
         out_check(r, n->line);

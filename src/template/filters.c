@@ -14,25 +14,14 @@
 #include "template/text.h"
 #include "template/tpl.h"
 
+/* one filter application: the N_FILTER node (name and line, for messages) and its arguments */
 typedef struct fargs {
     render_ctx *r;
     const node *n;
-    value **pos;
-    size_t npos;
-    const char **kwn;
-    size_t *kwl;
-    value **kwv;
-    size_t nkw;
+    const call_args *args;
 } fargs;
 
-/* argument i (positional) or keyword `name`, else NULL */
-static value *arg(fargs *a, size_t i, const char *name)
-{
-    if (i < a->npos) return a->pos[i];
-    for (size_t k = 0; k < a->nkw; k++)
-        if (name_is(a->kwn[k], a->kwl[k], name)) return a->kwv[k];
-    return NULL;
-}
+static value *arg(fargs *a, size_t i, const char *name) { return call_arg(a->args, i, name); }
 
 _Noreturn static void ferr(fargs *a, const char *fmt, const char *x)
 {
@@ -109,8 +98,8 @@ static value *seq_filter(fargs *a, value *t, bool by_attr, bool keep)
     if (by_attr && !attr) ferr(a, "%.*s: missing attribute argument%s", "");
     const node *tn = NULL;
     node fake;
-    if (a->npos > first) {
-        value *tname = a->pos[first];
+    if (a->args->npos > first) {
+        value *tname = a->args->pos[first];
         if (tname->t != V_STR || !test_known(tname->u.str.s, tname->u.str.n))
             ferr(a, "%.*s: unsupported test %s", tname->t == V_STR ? tname->u.str.s : "?");
         memset(&fake, 0, sizeof fake);
@@ -123,7 +112,7 @@ static value *seq_filter(fargs *a, value *t, bool by_attr, bool keep)
     for (size_t i = 0; i < it->u.list.n; i++) {
         value *x = it->u.list.v[i];
         value *subject = by_attr ? attr_path(r, line, x, attr) : x;
-        bool ok = tn ? test_apply(r, tn, subject, a->pos + first + 1, a->npos - first - 1) : v_truthy(subject);
+        bool ok = tn ? test_apply(r, tn, subject, a->args->pos + first + 1, a->args->npos - first - 1) : v_truthy(subject);
         if (ok == keep) v_list_push(&r->tc, out, x);
     }
     return out;
@@ -312,10 +301,9 @@ static value *parse_number(render_ctx *r, value *t, bool want_int, value *dflt)
     return dflt;
 }
 
-value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t npos,
-                    const char **kwn, size_t *kwl, value **kwv, size_t nkw)
+value *filter_apply(render_ctx *r, const node *n, value *t, const call_args *args)
 {
-    fargs A = { r, n, pos, npos, kwn, kwl, kwv, nkw }, *a = &A;
+    fargs A = { r, n, args }, *a = &A;
     tpl_ctx *c = &r->tc;
     const char *f = n->s;
     size_t fn = n->n;
@@ -366,7 +354,7 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
         value *s = str_of(r, t), *o = arg(a, 0, "old"), *nw = arg(a, 1, "new"), *cnt = arg(a, 2, "count");
         if (!o || !nw) ferr(a, "%.*s: needs old and new%s", "");
         value *args3[3] = { str_of(r, o), str_of(r, nw), cnt ? cnt : v_int(c, -1) };
-        return method_call(r, line, s, "replace", 7, args3, 3, NULL, NULL, NULL, 0);
+        return method_call(r, line, s, "replace", 7, &(call_args){ .pos = args3, .npos = 3 });
     }
     if (IS("join")) return do_join(a, t);
     if (IS("first") || IS("last")) {
@@ -383,12 +371,12 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
     if (IS("items")) {
         if (t->t == V_UNDEF) return v_list(c, 0);
         if (t->t != V_DICT && t->t != V_NS) ferr(a, "%.*s: expected a mapping%s", "");
-        return method_call(r, line, t, "items", 5, NULL, 0, NULL, NULL, NULL, 0);
+        return method_call(r, line, t, "items", 5, &(call_args){ 0 });
     }
     if (IS("dictsort")) {
         value *cs = arg(a, 0, "case_sensitive"), *by = arg(a, 1, "by"), *rev = arg(a, 2, "reverse");
         if (t->t != V_DICT) ferr(a, "%.*s: expected a dict%s", "");
-        value *items = method_call(r, line, t, "items", 5, NULL, 0, NULL, NULL, NULL, 0);
+        value *items = method_call(r, line, t, "items", 5, &(call_args){ 0 });
         size_t k = items->u.list.n;
         bool by_value = by && by->t == V_STR && name_is(by->u.str.s, by->u.str.n, "value");
         value **keys = arena_alloc(c, (k + 1) * sizeof *keys);
@@ -451,13 +439,16 @@ value *filter_apply(render_ctx *r, const node *n, value *t, value **pos, size_t 
             }
             return l;
         }
-        if (npos < 1 || pos[0]->t != V_STR || !filter_known(pos[0]->u.str.s, pos[0]->u.str.n))
-            ferr(a, "%.*s: unsupported filter %s", npos && pos[0]->t == V_STR ? pos[0]->u.str.s : "argument");
+        value *name = arg(a, 0, NULL);
+        if (!name || name->t != V_STR || !filter_known(name->u.str.s, name->u.str.n))
+            ferr(a, "%.*s: unsupported filter %s", name && name->t == V_STR ? name->u.str.s : "argument");
         node fake = *n;
-        fake.s = pos[0]->u.str.s;
-        fake.n = pos[0]->u.str.n;
-        for (size_t i = 0; i < it->u.list.n; i++)
-            v_list_push(c, l, filter_apply(r, &fake, it->u.list.v[i], pos + 1, npos - 1, kwn, kwl, kwv, nkw));
+        fake.s = name->u.str.s;
+        fake.n = name->u.str.n;
+        call_args rest = *args;   /* map(name, *rest, **kw) applies name(x, *rest, **kw) */
+        rest.pos++;
+        rest.npos--;
+        for (size_t i = 0; i < it->u.list.n; i++) v_list_push(c, l, filter_apply(r, &fake, it->u.list.v[i], &rest));
         return l;
     }
     if (IS("select")) return seq_filter(a, t, false, true);

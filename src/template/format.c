@@ -89,6 +89,17 @@ static void repr_str(const char *s, size_t n, buf *out)
     buf_putc(out, qc);
 }
 
+/* "k1: v1, k2: v2" with repr() of each key and value: the inside of a dict's or namespace's text */
+static void repr_items(tpl_ctx *c, const value *v, buf *out)
+{
+    for (size_t i = 0; i < v->u.dict.n; i++) {
+        if (i) buf_puts(out, ", ");
+        v_repr(c, v->u.dict.k[i], out);
+        buf_puts(out, ": ");
+        v_repr(c, v->u.dict.v[i], out);
+    }
+}
+
 void v_repr(tpl_ctx *c, const value *v, buf *out)
 {
     switch (v->t) {
@@ -104,12 +115,7 @@ void v_repr(tpl_ctx *c, const value *v, buf *out)
         return;
     case V_DICT:
         buf_putc(out, '{');
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            if (i) buf_puts(out, ", ");
-            v_repr(c, v->u.dict.k[i], out);
-            buf_puts(out, ": ");
-            v_repr(c, v->u.dict.v[i], out);
-        }
+        repr_items(c, v, out);
         buf_putc(out, '}');
         return;
     case V_UNDEF: buf_puts(out, "Undefined"); return;
@@ -133,12 +139,7 @@ void v_to_str(tpl_ctx *c, const value *v, buf *out)
     case V_DICT: v_repr(c, v, out); return;
     case V_NS:
         buf_puts(out, "<Namespace {");
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            if (i) buf_puts(out, ", ");
-            v_repr(c, v->u.dict.k[i], out);
-            buf_puts(out, ": ");
-            v_repr(c, v->u.dict.v[i], out);
-        }
+        repr_items(c, v, out);
         buf_puts(out, "}>");
         return;
     case V_MACRO: buf_puts(out, "<Macro>"); return;

@@ -38,25 +38,16 @@ bool method_exists(const value *self, const char *name, size_t n)
     }
 }
 
+/* one method call: the method's name (for messages) and its arguments */
 typedef struct margs {
     render_ctx *r;
     int line;
     const char *name;
     size_t n;
-    value **pos;
-    size_t npos;
-    const char **kwn;
-    size_t *kwl;
-    value **kwv;
-    size_t nkw;
+    const call_args *args;
 } margs;
 
-static value *marg(margs *a, size_t i, const char *kw)
-{
-    if (i < a->npos) return a->pos[i];
-    for (size_t k = 0; k < a->nkw; k++) if (kw && name_is(a->kwn[k], a->kwl[k], kw)) return a->kwv[k];
-    return NULL;
-}
+static value *marg(margs *a, size_t i, const char *kw) { return call_arg(a->args, i, kw); }
 
 _Noreturn static void merr(margs *a, const char *what)
 {
@@ -198,7 +189,8 @@ static value *str_format(margs *a, value *s)
             for (size_t q = 0; q < fl; q++) k = k * 10 + (size_t)(f[q] - '0');
             v = marg(a, k, NULL);
         } else {
-            for (size_t k = 0; k < a->nkw; k++) if (a->kwl[k] == fl && memcmp(a->kwn[k], f, fl) == 0) v = a->kwv[k];
+            for (size_t k = 0; k < a->args->nkw; k++)
+                if (a->args->kwl[k] == fl && memcmp(a->args->kwn[k], f, fl) == 0) v = a->args->kwv[k];
         }
         if (!v) merr(a, "format field has no matching argument");
         v_to_str(&r->tc, v, r->out);
@@ -261,7 +253,7 @@ static value *str_method(margs *a, value *s)
     }
     if (IS("find") || IS("rfind") || IS("index") || IS("rindex")) {
         value *x = need_str(a, marg(a, 0, NULL));
-        if (a->npos > 1) tpl_fail(c, AI_ERR_UNSUPPORTED, a->line, "unsupported construct: %.*s() with start/end", (int)a->n, a->name);
+        if (a->args->npos > 1) tpl_fail(c, AI_ERR_UNSUPPORTED, a->line, "unsupported construct: %.*s() with start/end", (int)a->n, a->name);
         const char *h = (IS("find") || IS("index")) ? mem_find(p, n, x->u.str.s, x->u.str.n, 0) : mem_rfind(p, n, x->u.str.s, x->u.str.n);
         if (!h && (IS("index") || IS("rindex"))) merr(a, "substring not found");
         return v_int(c, h ? (int64_t)utf8_cp_count(p, (size_t)(h - p)) : -1);
@@ -330,14 +322,13 @@ static value *str_method(margs *a, value *s)
     merr(a, "unsupported str method");
 }
 
-value *method_call(render_ctx *r, int line, value *self, const char *name, size_t nlen,
-                   value **args, size_t nargs, const char **kwn, size_t *kwl, value **kwv, size_t nkw)
+value *method_call(render_ctx *r, int line, value *self, const char *name, size_t nlen, const call_args *args)
 {
-    margs A = { r, line, name, nlen, args, nargs, kwn, kwl, kwv, nkw }, *a = &A;
+    margs A = { r, line, name, nlen, args }, *a = &A;
     tpl_ctx *c = &r->tc;
     if (self->t == V_LOOP && name_is(name, nlen, "cycle")) {
-        if (nargs == 0) tpl_fail(c, AI_ERR_RUNTIME, line, "no items for cycling given");
-        return args[self->u.loop->index0 % (int64_t)nargs];
+        if (args->npos == 0) tpl_fail(c, AI_ERR_RUNTIME, line, "no items for cycling given");
+        return args->pos[self->u.loop->index0 % (int64_t)args->npos];
     }
     if ((self->t == V_DICT || self->t == V_LIST) && in_list(UNSAFE, name, nlen))
         tpl_fail(c, AI_ERR_RUNTIME, line, "access to attribute '%.*s' of '%s' object is unsafe (the template "

@@ -12,6 +12,7 @@
  * Unknown statements fail here. Unknown filters and tests fail when evaluated, as in Jinja2 3.x,
  * where a filter inside code that never runs (e.g. an untaken if) is not an error.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "template/tpl.h"
@@ -440,31 +441,22 @@ static node *parse_not(parser *p)
     return parse_compare(p);
 }
 
-static node *parse_and(parser *p)
+/* left-associative chain `x kw y kw z` of one boolean keyword, operands parsed by sub */
+static node *parse_bool_chain(parser *p, const char *kw, node_kind kind, node *(*sub)(parser *))
 {
-    node *n = parse_not(p);
-    while (is_name(cur(p), "and")) {
-        node *x = mk(p, N_AND, cur(p)->line);
+    node *n = sub(p);
+    while (is_name(cur(p), kw)) {
+        node *x = mk(p, kind, cur(p)->line);
         adv(p);
         x->a = n;
-        x->b = parse_not(p);
+        x->b = sub(p);
         n = x;
     }
     return n;
 }
 
-static node *parse_or(parser *p)
-{
-    node *n = parse_and(p);
-    while (is_name(cur(p), "or")) {
-        node *x = mk(p, N_OR, cur(p)->line);
-        adv(p);
-        x->a = n;
-        x->b = parse_and(p);
-        n = x;
-    }
-    return n;
-}
+static node *parse_and(parser *p) { return parse_bool_chain(p, "and", N_AND, parse_not); }
+static node *parse_or(parser *p) { return parse_bool_chain(p, "or", N_OR, parse_and); }
 
 static node *parse_expr(parser *p)
 {
@@ -495,6 +487,20 @@ static bool at_block(parser *p, const char *const *names)
 }
 
 static void end_block(parser *p) { expect_type(p, T_BLOCK_END, "'%}'"); }
+
+/* the body of a block statement and its closing "{% end", up to (not including) the "%}" */
+static node *parse_block_body(parser *p, const char *end)
+{
+    const char *const ends[] = { end, NULL };
+    node *body = parse_body(p, ends);
+    if (!at_block(p, ends)) {
+        char w[32];
+        snprintf(w, sizeof w, "'%s'", end);
+        unexpected(p, w);
+    }
+    adv(p); adv(p);
+    return body;
+}
 
 static const token *name_tok(parser *p)
 {
@@ -596,10 +602,7 @@ static node *parse_statement(parser *p)
         adv(p);
         end_block(p);
         if (is_else) {
-            static const char *const e2[] = { "endfor", NULL };
-            n->d = parse_body(p, e2);
-            if (!at_block(p, e2)) unexpected(p, "'endfor'");
-            adv(p); adv(p);
+            n->d = parse_block_body(p, "endfor");
             end_block(p);
         }
     } else if (is_name(kw, "set")) {
@@ -641,10 +644,7 @@ static node *parse_statement(parser *p)
                 set_names(n, &names);
                 if (is_op(cur(p), "|")) { adv(p); parse_filter_chain(p, n); }
                 end_block(p);
-                static const char *const ends[] = { "endset", NULL };
-                n->c = parse_body(p, ends);
-                if (!at_block(p, ends)) unexpected(p, "'endset'");
-                adv(p); adv(p);
+                n->c = parse_block_body(p, "endset");
                 end_block(p);
             }
         }
@@ -670,10 +670,7 @@ static node *parse_statement(parser *p)
         set_names(n, &names);
         n->kw = defs.v;
         end_block(p);
-        static const char *const ends[] = { "endmacro", NULL };
-        n->c = parse_body(p, ends);
-        if (!at_block(p, ends)) unexpected(p, "'endmacro'");
-        adv(p); adv(p);
+        n->c = parse_block_body(p, "endmacro");
         if (cur(p)->type == T_NAME) adv(p);
         end_block(p);
     } else if (is_name(kw, "break") || is_name(kw, "continue")) {
@@ -683,18 +680,12 @@ static node *parse_statement(parser *p)
         n = mk(p, N_FILTERBLOCK, line);
         parse_filter_chain(p, n);
         end_block(p);
-        static const char *const ends[] = { "endfilter", NULL };
-        n->c = parse_body(p, ends);
-        if (!at_block(p, ends)) unexpected(p, "'endfilter'");
-        adv(p); adv(p);
+        n->c = parse_block_body(p, "endfilter");
         end_block(p);
     } else if (is_name(kw, "generation")) {
         n = mk(p, N_GENERATION, line);
         end_block(p);
-        static const char *const ends[] = { "endgeneration", NULL };
-        n->c = parse_body(p, ends);
-        if (!at_block(p, ends)) unexpected(p, "'endgeneration'");
-        adv(p); adv(p);
+        n->c = parse_block_body(p, "endgeneration");
         end_block(p);
     } else if (is_name(kw, "call")) {
         n = mk(p, N_CALLBLOCK, line);
@@ -702,10 +693,7 @@ static node *parse_statement(parser *p)
         n->a = parse_expr(p);
         if (n->a->kind != N_CALL) tpl_fail(p->c, AI_ERR_FORMAT, line, "'call' needs a macro call");
         end_block(p);
-        static const char *const ends[] = { "endcall", NULL };
-        n->c = parse_body(p, ends);
-        if (!at_block(p, ends)) unexpected(p, "'endcall'");
-        adv(p); adv(p);
+        n->c = parse_block_body(p, "endcall");
         end_block(p);
     } else if (is_name(kw, "endraw")) {
         n = mk(p, N_BODY, line);

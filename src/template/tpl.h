@@ -195,18 +195,28 @@ size_t scratch_begin(render_ctx *r);
 value *scratch_end(render_ctx *r, size_t mark);
 void out_check(render_ctx *r, int line);
 
+/* the evaluated arguments of one call, filter or method: f(pos[0], ..., kwn[k]=kwv[k], ...).
+ * Keyword names point into the AST (kwl[k] bytes each, not NUL-terminated). */
+typedef struct call_args {
+    value **pos;
+    size_t npos;
+    const char **kwn;
+    size_t *kwl;
+    value **kwv;
+    size_t nkw;
+} call_args;
+/* positional argument i, else the keyword argument `name` (NULL: positional only), else NULL */
+value *call_arg(const call_args *a, size_t i, const char *name);
+
 value *eval_expr(render_ctx *r, const node *n);
 void eval_render(render_ctx *r, const node *root, value *vars);
-value *call_value(render_ctx *r, int line, value *fn, value **args, size_t nargs,
-                  const char **kwn, size_t *kwl, value **kwv, size_t nkw);
-value *filter_apply(render_ctx *r, const node *n, value *target, value **args, size_t nargs,
-                    const char **kwn, size_t *kwl, value **kwv, size_t nkw);
+value *call_value(render_ctx *r, int line, value *fn, const call_args *args);
+value *filter_apply(render_ctx *r, const node *n, value *target, const call_args *args);
 bool filter_known(const char *name, size_t n);
 value *html_escape(render_ctx *r, value *t);   /* markupsafe.escape, as a plain str */
 bool test_apply(render_ctx *r, const node *n, value *target, value **args, size_t nargs);
 bool test_known(const char *name, size_t n);
-value *method_call(render_ctx *r, int line, value *self, const char *name, size_t nlen,
-                   value **args, size_t nargs, const char **kwn, size_t *kwl, value **kwv, size_t nkw);
+value *method_call(render_ctx *r, int line, value *self, const char *name, size_t nlen, const call_args *args);
 bool method_exists(const value *self, const char *name, size_t n);
 value *get_attr(render_ctx *r, int line, value *obj, const char *name, size_t n);
 value *get_item(render_ctx *r, int line, value *obj, value *key);
