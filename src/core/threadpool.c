@@ -2,16 +2,24 @@
  *
  * Invariants (all under `mu` unless noted):
  *  1. `generation` counts jobs; a worker runs a job once, when it sees generation != its last one.
- *  2. `active` is the number of workers that have not yet finished the current job; the caller of
- *     threadpool_run waits until it is 0, so a job's fn/ctx are never used after run returns, and
- *     every worker is back waiting before the next job is published.
+ *  2. `remaining` (atomic; set under `mu`, counted down without it, the last one signals `done`
+ *     under `mu`) is the number of workers that have not finished the current job's tasks; the
+ *     caller of threadpool_run waits until it is 0, so a job's fn/ctx are never used after run
+ *     returns. A worker that counted down may still be on its way back to waiting: it compares
+ *     generations, so it cannot miss or repeat the next job.
  *  3. Tasks are claimed with an atomic fetch-add on `next` (no lock), each index exactly once.
+ *  4. `published` is an atomic copy of `generation` (written under `mu`), so a worker can spin on it
+ *     without the lock.
  *
- *     worker:  wait(wake) --generation changed--> run tasks --> active-- (signal done at 0) --> wait
- *     caller:  publish job, generation++, broadcast(wake) --> run tasks --> wait(done) until active == 0
+ *     worker:  spin, then wait(wake) --generation changed--> run tasks --> remaining-- (signal done
+ *              at 0) --> spin/wait
+ *     caller:  publish job, generation++, broadcast(wake) --> run tasks --> spin, then wait(done)
+ *              until remaining == 0
  *
- * Why condition variables and no spinning: the machine is shared and a pool sits idle between
- * requests; the wake-up costs some microseconds per job, which matvecs of real sizes amortise.
+ * Spin, then sleep: a decode step is ~200 short jobs back to back (one per matmul, tens of
+ * microseconds each); a futex wake-up per job cost more than the job's parallel speed-up on 2
+ * threads. So each side first spins for at most SPIN_ITERS pause-loops (~tens of microseconds)
+ * and only then sleeps on the condition variable: an idle pool still costs nothing.
  */
 #include "aiinfra/threadpool.h"
 
@@ -20,6 +28,14 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define SPIN_ITERS 20000 /* pause-loops before sleeping (a pause is ~10-140 cycles) */
 
 typedef struct worker {
     struct threadpool *pool;
@@ -29,14 +45,15 @@ typedef struct worker {
 struct threadpool {
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* workers wait here for a new generation or stop */
-    pthread_cond_t done;   /* the caller waits here for active == 0 */
+    pthread_cond_t done;   /* the caller waits here for remaining == 0 */
     pthread_t *threads;    /* (n_threads - 1) */
     worker *workers;       /* (n_threads - 1) */
     int n_threads;
     int n_started;
     uint64_t generation;
-    bool stop;
-    int active;
+    atomic_uint_fast64_t published; /* == generation, readable without the lock */
+    atomic_bool stop;
+    atomic_int remaining;            /* workers still running the current job */
     threadpool_fn fn;
     void *ctx;
     int64_t n_tasks;
@@ -57,18 +74,23 @@ static void *worker_main(void *arg)
     worker *w = arg;
     threadpool *p = w->pool;
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop) break;
+        for (int i = 0; i < SPIN_ITERS && !atomic_load(&p->stop) && atomic_load(&p->published) == seen; i++)
+            cpu_relax();
+        pthread_mutex_lock(&p->mu);
+        while (!atomic_load(&p->stop) && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
+        if (atomic_load(&p->stop)) break;
         seen = p->generation;
         threadpool_fn fn = p->fn;
         void *ctx = p->ctx;
         int64_t n = p->n_tasks;
         pthread_mutex_unlock(&p->mu);
         run_tasks(p, fn, ctx, n, w->index);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0) pthread_cond_signal(&p->done);
+        if (atomic_fetch_sub(&p->remaining, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -83,6 +105,9 @@ ai_status threadpool_init(threadpool **out, int n_threads, ai_err *err)
     if (!p) return ai_err_set(err, AI_ERR_NOMEM, "threadpool: out of memory");
     p->n_threads = n_threads;
     atomic_init(&p->next, 0);
+    atomic_init(&p->published, 0);
+    atomic_init(&p->stop, false);
+    atomic_init(&p->remaining, 0);
     int nw = n_threads - 1;
     if (nw > 0) {
         p->threads = calloc((size_t)nw, sizeof *p->threads);
@@ -113,7 +138,7 @@ void threadpool_free(threadpool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = true;
+    atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
@@ -139,14 +164,16 @@ void threadpool_run(threadpool *p, int64_t n_tasks, threadpool_fn fn, void *ctx)
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->active = p->n_started;
+    atomic_store(&p->remaining, p->n_started);
     p->generation++;
+    atomic_store(&p->published, p->generation);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
     run_tasks(p, fn, ctx, n_tasks, 0);
 
+    for (int i = 0; i < SPIN_ITERS && atomic_load(&p->remaining) > 0; i++) cpu_relax();
     pthread_mutex_lock(&p->mu);
-    while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->remaining) > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
