@@ -55,6 +55,14 @@ void tokenizer_free(tokenizer *t);
 
 ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int flags,
                            tok_ids *out, ai_err *err);   /* appends to out */
+/* An encoder: per-thread scratch plus a word cache kept across calls (bounded, cleared when full).
+ * Use one per thread for many encodes (a server, a batch job); tokenizer_encode makes a
+ * throw-away one. Same ids as tokenizer_encode, only faster on repeated words. */
+typedef struct tok_encoder tok_encoder;
+ai_status tok_encoder_init(tok_encoder **out, const tokenizer *t, ai_err *err);
+ai_status tok_encoder_encode(tok_encoder *e, const char *text, size_t len, int flags, tok_ids *out, ai_err *err);
+void tok_encoder_free(tok_encoder *e);
+
 ai_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, int flags,
                            buf *out, ai_err *err);       /* appends to out */
 

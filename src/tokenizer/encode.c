@@ -1,9 +1,12 @@
 /* encode.c - the encode pipeline: sanitize, split on added tokens, normalize, pre-tokenize,
  * BPE every word, add the post-processor's special tokens.
  *
- * A word cache (word bytes -> ids) lives for one call only, so the tokenizer stays immutable
- * and thread-safe; it pays off on large inputs where the same words repeat (English prose hits
- * it for most words). It is bounded in entries and word length, so it cannot grow without limit.
+ * A word cache (word bytes -> ids) lives in the encoder (tok_encoder), never in the tokenizer,
+ * so the tokenizer stays immutable and thread-safe: one encoder per thread. A long-lived encoder
+ * keeps its cache across calls (a server's or a batch job's many short prompts share their common
+ * words, as HF tokenizers' BPE cache does); tokenizer_encode makes a throw-away encoder whose cache
+ * only pays off on long inputs. The cache is bounded in entries and word length, and is cleared
+ * when full, so it cannot grow without limit.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +33,36 @@ typedef struct word_cache {
     uint32_t mask;  /* slots - 1 */
 } word_cache;
 
-typedef struct enc_ctx {
+struct tok_encoder {
     const tokenizer *t;
     bpe_scratch *bpe;
     tok_words words;
     buf norm;
-    word_cache *cache;
-} enc_ctx;
+    buf clean;           /* sanitized copy of invalid UTF-8 input */
+    word_cache wc;
+    word_cache *cache;   /* &wc once its slots exist, else NULL */
+};
+typedef struct tok_encoder enc_ctx;
+
+static bool cache_alloc(word_cache *wc, uint32_t slots)
+{
+    wc->slots = calloc(slots, sizeof *wc->slots);
+    if (!wc->slots) return false;
+    wc->mask = slots - 1;
+    wc->used = 0;
+    buf_init(&wc->keys);
+    tok_ids_init(&wc->ids);
+    return true;
+}
+
+static void cache_clear(word_cache *wc)
+{
+    memset(wc->slots, 0, ((size_t)wc->mask + 1) * sizeof *wc->slots);
+    wc->used = 0;
+    buf_clear(&wc->keys);
+    wc->keys.oom = false;
+    wc->ids.len = 0;
+}
 
 static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, ai_err *err)
 {
@@ -64,7 +90,11 @@ static ai_status encode_word(enc_ctx *c, const char *w, size_t n, tok_ids *out, 
     }
     size_t before = out->len;
     ai_status st = bpe_word(c->t, c->bpe, w, n, out, err);
-    if (st || wc->used >= (wc->mask + 1) / 2) return st;
+    if (st) return st;
+    if (wc->used >= (wc->mask + 1) / 2) {   /* full: start over (bounded memory, adapts to new text) */
+        cache_clear(wc);
+        for (i = (uint32_t)h & wc->mask; wc->slots[i].hash; i = (i + 1) & wc->mask) {}
+    }
     cache_slot *s = &wc->slots[i];
     s->hash = h;
     s->key_off = (uint32_t)wc->keys.len;
@@ -143,35 +173,57 @@ static ai_status encode_segment(enc_ctx *c, const char *s, size_t n, bool first,
     return AI_OK;
 }
 
-ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int flags, tok_ids *out, ai_err *err)
+ai_status tok_encoder_init(tok_encoder **out, const tokenizer *t, ai_err *err)
 {
-    if (!t || (!text && len)) return ai_err_set(err, AI_ERR_INVALID, "tokenizer_encode: NULL argument");
-    buf clean;
-    buf_init(&clean);
+    *out = NULL;
+    if (!t) return ai_err_set(err, AI_ERR_INVALID, "tok_encoder_init: NULL tokenizer");
+    enc_ctx *c = calloc(1, sizeof *c);
+    if (!c) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    c->t = t;
+    tok_words_init(&c->words);
+    buf_init(&c->norm);
+    buf_init(&c->clean);
+    c->bpe = bpe_scratch_new();
+    if (!c->bpe) {
+        tok_encoder_free(c);
+        return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+    }
+    *out = c;
+    return AI_OK;
+}
+
+void tok_encoder_free(tok_encoder *c)
+{
+    if (!c) return;
+    if (c->cache) {
+        free(c->wc.slots);
+        buf_free(&c->wc.keys);
+        tok_ids_free(&c->wc.ids);
+    }
+    bpe_scratch_free(c->bpe);
+    tok_words_free(&c->words);
+    buf_free(&c->norm);
+    buf_free(&c->clean);
+    free(c);
+}
+
+/* slots: the cache size to create if there is none yet (0: none) */
+static ai_status encode(enc_ctx *c, const char *text, size_t len, int flags, uint32_t slots, tok_ids *out,
+                        ai_err *err)
+{
+    const tokenizer *t = c->t;
+    if (!text && len) return ai_err_set(err, AI_ERR_INVALID, "tokenizer_encode: NULL text");
     if (!utf8_valid(text, len)) {
-        utf8_sanitize(&clean, text, len);
-        if (clean.oom) { buf_free(&clean); return ai_err_set(err, AI_ERR_NOMEM, "out of memory"); }
-        text = clean.data;
-        len = clean.len;
+        buf_clear(&c->clean);
+        utf8_sanitize(&c->clean, text, len);
+        if (c->clean.oom) return ai_err_set(err, AI_ERR_NOMEM, "out of memory");
+        text = c->clean.data;
+        len = c->clean.len;
     }
-    enc_ctx c = {.t = t};
-    tok_words_init(&c.words);
-    buf_init(&c.norm);
+    if (!c->cache && slots && cache_alloc(&c->wc, slots)) c->cache = &c->wc;
     ai_status st = AI_OK;
-    c.bpe = bpe_scratch_new();
-    if (!c.bpe) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
-    word_cache wc = {0};
-    if (!st && len >= CACHE_MIN_TEXT) {
-        uint32_t slots = 256;
-        while (slots < CACHE_MAX_SLOTS && slots < len / 8) slots *= 2;
-        wc.mask = slots - 1;
-        wc.slots = calloc(slots, sizeof *wc.slots);
-        buf_init(&wc.keys);
-        tok_ids_init(&wc.ids);
-        if (wc.slots) c.cache = &wc;
-    }
-    if (!st && (flags & TOK_ADD_SPECIAL))
-        for (size_t i = 0; i < t->n_prefix; i++)
+    if (flags & TOK_ADD_SPECIAL)
+        for (size_t i = 0; i < t->n_prefix && !st; i++)
             if (!tok_ids_push(out, t->prefix[i])) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
     size_t pos = 0;
     while (!st && pos <= len) {
@@ -179,18 +231,33 @@ ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int
         int32_t id;
         bool hit = tok_added_next(t, text, len, pos, flags & TOK_PARSE_SPECIAL, &ms, &me, &id);
         size_t seg_end = hit ? ms : len;
-        st = encode_segment(&c, text + pos, seg_end - pos, pos == 0, out, err);
+        st = encode_segment(c, text + pos, seg_end - pos, pos == 0, out, err);
         if (st || !hit) break;
         if (!tok_ids_push(out, id)) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
         pos = me;
     }
     if (!st && (flags & TOK_ADD_SPECIAL))
-        for (size_t i = 0; i < t->n_suffix; i++)
+        for (size_t i = 0; i < t->n_suffix && !st; i++)
             if (!tok_ids_push(out, t->suffix[i])) st = ai_err_set(err, AI_ERR_NOMEM, "out of memory");
-    if (c.cache) { free(wc.slots); buf_free(&wc.keys); tok_ids_free(&wc.ids); }
-    bpe_scratch_free(c.bpe);
-    tok_words_free(&c.words);
-    buf_free(&c.norm);
-    buf_free(&clean);
+    return st;
+}
+
+ai_status tok_encoder_encode(tok_encoder *c, const char *text, size_t len, int flags, tok_ids *out, ai_err *err)
+{
+    if (!c) return ai_err_set(err, AI_ERR_INVALID, "tok_encoder_encode: NULL encoder");
+    return encode(c, text, len, flags, CACHE_MAX_SLOTS, out, err);
+}
+
+ai_status tokenizer_encode(const tokenizer *t, const char *text, size_t len, int flags, tok_ids *out, ai_err *err)
+{
+    if (!t) return ai_err_set(err, AI_ERR_INVALID, "tokenizer_encode: NULL tokenizer");
+    enc_ctx *c;
+    ai_status st = tok_encoder_init(&c, t, err);
+    if (st) return st;
+    uint32_t slots = 0;   /* a throw-away cache sized to the input (about one slot per 8 bytes) */
+    if (len >= CACHE_MIN_TEXT)
+        for (slots = 256; slots < CACHE_MAX_SLOTS && slots < len / 8;) slots *= 2;
+    st = encode(c, text, len, flags, slots, out, err);
+    tok_encoder_free(c);
     return st;
 }

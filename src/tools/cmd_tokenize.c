@@ -108,6 +108,7 @@ int cmd_tokenize(int argc, char **argv)
     size_t n_bytes = 0, n_tokens = 0;
     double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     double enc_wall = 0, enc_cpu = 0;   /* --jsonl: only the encode calls (not JSON parsing or printing) */
+    tok_encoder *enc = NULL;
     if (!jsonl) {
         if (tokenizer_encode(t, prompt ? prompt : text, len, flags, &ids, &err)) {
             fprintf(stderr, "aiinfra tokenize: %s\n", err.msg);
@@ -115,7 +116,10 @@ int cmd_tokenize(int argc, char **argv)
         }
         n_bytes = len;
         n_tokens = ids.len;
-    } else {
+    } else if (tok_encoder_init(&enc, t, &err)) {
+        fprintf(stderr, "aiinfra tokenize: %s\n", err.msg);
+        rc = 1;
+    } else {   /* one encoder for all lines: its word cache carries over, as in a server */
         const char *p = prompt ? prompt : text;
         size_t i = 0;
         int line = 0;
@@ -132,7 +136,7 @@ int cmd_tokenize(int argc, char **argv)
                 } else {
                     ids.len = 0;
                     double a = now_s(CLOCK_MONOTONIC), b = now_s(CLOCK_PROCESS_CPUTIME_ID);
-                    if (tokenizer_encode(t, raw.data, raw.len, flags, &ids, &err)) {
+                    if (tok_encoder_encode(enc, raw.data, raw.len, flags, &ids, &err)) {
                         fprintf(stderr, "aiinfra tokenize: line %d: %s\n", line, err.msg);
                         rc = 1;
                     }
@@ -152,7 +156,7 @@ int cmd_tokenize(int argc, char **argv)
                     size_t sl = strlen(s->valuestring);
                     ids.len = 0;
                     double a = now_s(CLOCK_MONOTONIC), b = now_s(CLOCK_PROCESS_CPUTIME_ID);
-                    if (tokenizer_encode(t, s->valuestring, sl, flags, &ids, &err)) {
+                    if (tok_encoder_encode(enc, s->valuestring, sl, flags, &ids, &err)) {
                         fprintf(stderr, "aiinfra tokenize: line %d: %s\n", line, err.msg);
                         rc = 1;
                     }
@@ -178,6 +182,7 @@ int cmd_tokenize(int argc, char **argv)
     buf_free(&out);
     tok_ids_free(&ids);
     free(text);
+    tok_encoder_free(enc);
     tokenizer_free(t);
     return rc;
 }

@@ -214,6 +214,43 @@ static void test_threads(void **state)
     tokenizer_free(t);
 }
 
+/* One encoder reused over many calls (its word cache carries over, fills up and is cleared)
+ * gives exactly tokenizer_encode's ids, including for invalid UTF-8 and special tokens. */
+static void test_encoder_reuse(void **state)
+{
+    (void)state;
+    tokenizer *t = load_aa();
+    tok_encoder *enc = NULL;
+    ai_err err = {0};
+    assert_int_equal(tok_encoder_init(&enc, t, &err), AI_OK);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    buf line;
+    buf_init(&line);
+    tok_ids want, got;
+    tok_ids_init(&want);
+    tok_ids_init(&got);
+    for (int call = 0; call < 5000; call++) {   /* ~125k words, ~45k distinct: more than the cache holds */
+        buf_clear(&line);
+        for (int w = 0; w < 25; w++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            int len = 1 + (int)(x % 18);
+            buf_putc(&line, ' ');
+            for (int k = 0; k < len; k++) buf_putc(&line, (x >> (k + 8)) & 1 ? 'a' : 'b');
+        }
+        if (call % 97 == 0) buf_puts(&line, " \xFF<|end|>\xE4\xB8");
+        want.len = got.len = 0;
+        assert_int_equal(tokenizer_encode(t, line.data, line.len, TOK_PARSE_SPECIAL, &want, &err), AI_OK);
+        assert_int_equal(tok_encoder_encode(enc, line.data, line.len, TOK_PARSE_SPECIAL, &got, &err), AI_OK);
+        assert_int_equal(got.len, want.len);
+        assert_memory_equal(got.data, want.data, want.len * sizeof(int32_t));
+    }
+    tok_ids_free(&want);
+    tok_ids_free(&got);
+    buf_free(&line);
+    tok_encoder_free(enc);
+    tokenizer_free(t);
+}
+
 // --- loaders reject corrupt input
 
 static void test_json_errors(void **state)
@@ -529,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_stream_bytelevel_split_chars),
         cmocka_unit_test(test_stream_byte_fallback),
         cmocka_unit_test(test_stream_real_vocab),
+        cmocka_unit_test(test_encoder_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
