@@ -27,6 +27,7 @@
 #include "aiinfra/cpu_kernels.h"
 #include "aiinfra/model.h"
 #include "aiinfra/threadpool.h"
+#include "model/model_internal.h"
 
 struct model_ctx {
     const model *m;
@@ -185,6 +186,7 @@ typedef struct attn_job {
     const float *q;          /* (n, n_head * head_dim) */
     const void *kc, *vc;     /* this layer's cache (n_ctx, kv dims), f32 or f16 */
     bool f16;
+    bool batched;            /* >= 2 tokens in this forward: llama.cpp's sgemm order (ops_ggml.c) */
     float *att;              /* (n, n_head * head_dim_v) */
     float *scores;           /* (n_threads, n_ctx) */
     int32_t n_ctx, pos;
@@ -202,9 +204,9 @@ static void attn_task(void *ctx, int64_t task, int thread)
     const float *q = j->q + ((int64_t)t * c->n_head + h) * c->head_dim;
     float *scores = j->scores + (int64_t)thread * j->n_ctx;
     if (j->f16)
-        model_attend_f16(out, q, (const uint16_t *)j->kc + (int64_t)kvh * c->head_dim,
-                         (const uint16_t *)j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim,
-                         c->head_dim_v, kvd, kvdv, j->scale, scores);
+        model_attend_f16_ggml(out, q, (const uint16_t *)j->kc + (int64_t)kvh * c->head_dim,
+                              (const uint16_t *)j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim,
+                              c->head_dim_v, kvd, kvdv, j->scale, scores, j->batched);
     else
         model_attend(out, q, (const float *)j->kc + (int64_t)kvh * c->head_dim,
                      (const float *)j->vc + (int64_t)kvh * c->head_dim_v, j->pos + t + 1, c->head_dim, c->head_dim_v,
@@ -249,6 +251,7 @@ ai_status model_forward(model_ctx *x, const int32_t *tokens, int32_t n, int32_t 
     }
     float freq_scale = c->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / c->rope_factor : 1.0f;
     attn_job aj = {.c = c, .q = x->q, .att = x->att, .scores = x->scores, .n_ctx = x->n_ctx, .pos = pos, .f16 = x->kv_f16,
+                   .batched = n >= 2,
                    .scale = 1.0f / sqrtf((float)c->head_dim)};
 
     for (int32_t il = 0; il < c->n_layer; il++) {
@@ -294,10 +297,7 @@ ai_status model_forward(model_ctx *x, const int32_t *tokens, int32_t n, int32_t 
         for (int32_t t = 0; t < n; t++) model_rmsnorm(x->xn + t * dim, x->x + t * dim, L->ffn_norm.data, dim, c->norm_eps);
         if ((st = matmul(x, &L->w_gate, x->xn, n, x->gate, err)) != AI_OK) return st;
         if ((st = matmul(x, &L->w_up, x->xn, n, x->up, err)) != AI_OK) return st;
-        for (int64_t i = 0; i < (int64_t)n * c->n_ff; i++) {
-            float g = x->gate[i];
-            x->gate[i] = g / (1.0f + expf(-g)) * x->up[i];
-        }
+        model_swiglu(x->gate, x->up, (int64_t)n * c->n_ff);
         if ((st = matmul(x, &L->w_down, x->gate, n, x->xn, err)) != AI_OK) return st;
         for (int64_t i = 0; i < n * dim; i++) x->x[i] += x->xn[i];
     }

@@ -23,4 +23,12 @@ bool model_src_at(const model *m, uint64_t i, model_src_tensor *out);
 ai_status model_bind(model *m, const char *name, ai_err *err);
 ai_status model_open_hf(model **out, const char *path, ai_err *err);
 
+/* ops_ggml.c: attention over an f16 cache in llama.cpp's CPU float order; `batched` picks the order
+ * llama.cpp uses for a forward of >= 2 tokens (its tiled sgemm) or of one (ggml_vec_dot_f16). */
+void model_attend_f16_ggml(float *out, const float *q, const uint16_t *k, const uint16_t *v, int32_t n_pos,
+                           int32_t head_dim, int32_t head_dim_v, int64_t k_stride, int64_t v_stride, float scale,
+                           float *scores, bool batched);
+/* g[i] = silu(g[i]) * u[i] with llama.cpp's SIMD expf on AVX2 (libm expf elsewhere). */
+void model_swiglu(float *g, const float *u, int64_t n);
+
 #endif

@@ -4,7 +4,8 @@
  * compares greedy continuations token for token and a different rounding order can flip a near
  * tie: RMSNorm sums squares in double and scales before multiplying by the weight; RoPE builds its
  * angles by repeated multiplication by base^(-2/d) in float (ggml_rope_cache_init); softmax
- * subtracts the max, sums in double and multiplies by 1/sum.
+ * subtracts the max, sums in double and multiplies by 1/sum; the RoPE rotation uses fmaf as
+ * llama.cpp's compiled code does.
  *
  * model_attend has an AVX2+FMA path (8-lane dot products and axpy over the head dimension, chosen at
  * run time) because attention is O(n^2) in prefill: at 554 prompt tokens the scalar loop took ~40% of
@@ -67,8 +68,10 @@ void model_rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, i
             int32_t a = kind == MODEL_ROPE_NORM ? 2 * i : i;
             int32_t b = kind == MODEL_ROPE_NORM ? 2 * i + 1 : i + half;
             float x0 = v[a], x1 = v[b];
-            v[a] = x0 * c - x1 * s;
-            v[b] = x0 * s + x1 * c;
+            /* llama.cpp's build contracts x0*c - x1*s and x0*s + x1*c into one FMA each, with the
+             * first product fused (GCC's -ffp-contract=fast); bit-exact prefill needs the same. */
+            v[a] = fmaf(x0, c, -(x1 * s));
+            v[b] = fmaf(x0, s, x1 * c);
         }
         theta *= theta_scale;
     }

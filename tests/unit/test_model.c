@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "aiinfra/model.h"
+#include "model/model_internal.h"
 
 // --- helpers ------------------------------------------------------------------
 
@@ -391,6 +392,54 @@ static void test_attention(void **state)
     }
 }
 
+/* model_attend_f16_ggml (llama.cpp's float order, f16 probabilities) against model_attend_f16: the
+ * same attention up to the f16 rounding of the probabilities (relative 2^-11) and the summation
+ * order; one position must give the V row exactly (probability 1, sums of exact zeros). */
+static void test_attention_ggml(void **state)
+{
+    (void)state;
+    uint64_t rng = 11;
+    int sizes[][3] = {{1, 64, 64}, {7, 64, 64}, {33, 64, 64}, {70, 32, 48}, {300, 64, 64}, {9, 16, 24}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s][0], hd = sizes[s][1], hdv = sizes[s][2], ks = hd * 3, vs = hdv * 2;
+        float *q = malloc(sizeof(float) * hd), *sc = malloc(sizeof(float) * n);
+        uint16_t *k16 = malloc(sizeof(uint16_t) * n * ks), *v16 = malloc(sizeof(uint16_t) * n * vs);
+        float ref[64], out[64];
+        for (int i = 0; i < hd; i++) q[i] = dtype_f16_to_f32(dtype_f32_to_f16(3 * frand(&rng)));
+        for (int i = 0; i < n * ks; i++) k16[i] = dtype_f32_to_f16(2 * frand(&rng));
+        for (int i = 0; i < n * vs; i++) v16[i] = dtype_f32_to_f16(frand(&rng));
+        float scale = 1.0f / sqrtf((float)hd);
+        model_attend_f16(ref, q, k16, v16, n, hd, hdv, ks, vs, scale, sc);
+        for (int batched = 0; batched < 2; batched++) {
+            model_attend_f16_ggml(out, q, k16, v16, n, hd, hdv, ks, vs, scale, sc, batched);
+            for (int i = 0; i < hdv; i++) {
+                if (n == 1) assert_true(out[i] == dtype_f16_to_f32(v16[i]));
+                assert_true(fabsf(out[i] - ref[i]) < 2e-3f);
+            }
+        }
+        free(q); free(sc); free(k16); free(v16);
+    }
+}
+
+/* model_swiglu (SIMD expf on AVX2) against a double reference, including the far tails where the
+ * expf overflows to infinity or goes below 2^-126, and a length that leaves a scalar tail. */
+static void test_swiglu(void **state)
+{
+    (void)state;
+    uint64_t rng = 5;
+    enum { N = 203 };
+    float g[N], u[N];
+    double r[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = 20 * frand(&rng);
+        u[i] = frand(&rng);
+    }
+    g[0] = 100.0f; g[1] = -100.0f; g[2] = 95.0f; g[3] = -95.0f; g[4] = 0.0f; g[5] = 88.0f; g[6] = -88.5f;
+    for (int i = 0; i < N; i++) r[i] = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    model_swiglu(g, u, N);
+    for (int i = 0; i < N; i++) assert_true(fabs(g[i] - r[i]) <= 1e-6 * fabs(r[i]) + 1e-30);
+}
+
 // --- tests: whole model ----------------------------------------------------------------
 
 static const tiny_cfg base_cfg = {.arch = "llama", .dim = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 96,
@@ -549,6 +598,8 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_llama3_factors),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_ggml),
+        cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_forward_llama),
         cmocka_unit_test(test_forward_llama_untied),
         cmocka_unit_test(test_forward_qwen2),
