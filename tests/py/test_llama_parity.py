@@ -11,14 +11,16 @@ Chinese, code, chat-templated, long):
      whole vocabulary are within LOGIT_TOL of ours, and the arg-max agrees when it is clear.
 We run with `--kv f16`, llama.cpp's default KV cache (the reference ran with it).
 
-Tolerances (see docs/model.md, "Parity"). Both sides quantize activations to q8 blocks, so a
-1-ulp difference anywhere (sum order in SIMD lanes and register tiles, expf, llama.cpp's f16
-rounding of the attention probabilities) can flip an int8 code, and this model amplifies such
-flips: our own f32 vs f16 KV cache moves the logits by up to 0.63. Measured |ours - llama.cpp| on
-the 10 prompts (2026-12-02), with two versions of our CPU kernels (row-dot, then 4x2 register
-tiles): top-50 <= 0.61, sampled ids <= 0.94. LOGIT_TOL = 1.5 leaves a 1.6x margin. Every observed
-greedy divergence sits at a step where llama.cpp's own top-2 gap was 0.015-0.29, i.e. a tie within
-that noise; NEAR_TIE = 0.5 marks such steps (1.7x the largest), past which sequences are not compared.
+Tolerances (see docs/model.md, "Parity"). Our CPU forward with an f16 KV cache computes what
+llama.cpp's AVX2 path computes in the same float order (bit-identical q8 activations and integer
+dots, its lane order in the f16 attention products, its SIMD expf in softmax and SiLU, its FMA in
+RoPE, its f16 attention probabilities). Measured 2026-12-02 against the llama-cpp-python fixture on
+this host: every logit of every position of prompt + 64 reference tokens identical (max |diff| 0),
+and the greedy 64-token continuation identical on 10/10 prompts. LOGIT_TOL = 1e-3 leaves room for a
+libm whose cosf/sinf/expf round differently; MIN_IDENTICAL = 8 of 10 prompts must match for all 64
+tokens (the issue's requirement, test_greedy_identical). Per prompt, the continuation must also be
+identical at least up to llama.cpp's first near tie (top-2 gap < NEAR_TIE), and the teacher-forced
+check covers every decided step of all prompts.
 """
 import json
 import os
@@ -32,8 +34,9 @@ import pytest
 from conftest import ROOT, run_cli
 
 FIXTURES = ROOT / "tests/fixtures/llama"
-LOGIT_TOL = 1.5
+LOGIT_TOL = 1e-3
 NEAR_TIE = 0.5
+MIN_IDENTICAL = 8  # prompts whose 64-token greedy continuation must equal llama.cpp's
 # per reference: (logit tolerance, our KV cache type)
 REFS = {
     "llama": (LOGIT_TOL, "f16"),
@@ -59,7 +62,18 @@ def release_bin(aiinfra_bin):
     return str(b) if b.exists() else aiinfra_bin
 
 
+_RUNS = {}
+
+
 def run_case(binary, model, case, n_gen, kv):
+    """One `aiinfra run` per (binary, prompt, kv), shared by test_parity and test_greedy_identical."""
+    key = (binary, model, case["name"], case["prompt"], n_gen, kv)
+    if key not in _RUNS:
+        _RUNS[key] = _run_case(binary, model, case, n_gen, kv)
+    return _RUNS[key]
+
+
+def _run_case(binary, model, case, n_gen, kv):
     with tempfile.TemporaryDirectory() as d:
         dump, logits = Path(d) / "o.json", Path(d) / "o.f32"
         args = ["run", "-q", "-m", model, "-n", str(n_gen), "--kv", kv, "--dump", str(dump), "--logits",
@@ -118,6 +132,23 @@ def test_parity(release_bin, model_path, ref, fixture, case):
             assert got == ref_gen, f"greedy continuation differs; our text: {text!r}"
     elif ref_top[0] - ref_top[1] > 2 * tol:  # numpy fallback: the first token when it is clear
         assert got[0] == ref_gen[0]
+
+
+def test_greedy_identical(release_bin, model_path):
+    """The issue's requirement: identical 64-token greedy continuations on >= MIN_IDENTICAL of the
+    prompts of the llama.cpp fixture."""
+    cases = [c.values for c in load_cases() if c.values[0] == "llama"]
+    if not cases:
+        pytest.skip("no llama.cpp fixture")
+    if os.path.basename(model_path) != cases[0][1]["model"]:
+        pytest.skip("fixture is for another model")
+    same = []
+    for _, fixture, case in cases:
+        _, ours, _ = run_case(release_bin, model_path, case, fixture["n_gen"], "f16")
+        if ours["gen_ids"] == case["gen_ids"]:
+            same.append(case["name"])
+    print(f"greedy identical for all tokens on {len(same)}/{len(cases)} prompts: {same}")
+    assert len(same) >= min(MIN_IDENTICAL, len(cases))
 
 
 @pytest.mark.parametrize("ref,fixture,case", [c for c in load_cases() if c.values[0] == "llama"])
