@@ -30,6 +30,7 @@
 #include <immintrin.h>
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
+#define UNROLL8 _Pragma("GCC unroll 8") /* so that the 8 lane accumulators live in registers */
 
 /* exp(x) for 8 floats: x = n ln2 + b (n = round(x / ln2), ln2 in two parts), exp(b) by a degree-5
  * polynomial, 2^n by building the exponent; |n| > 126 scales in two steps, |n| > 192 saturates. */
@@ -91,13 +92,15 @@ TGT static float dot_qk(const float *q, const uint16_t *k, int32_t n, bool gemm)
         for (int32_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), ld16(k + i), acc);
         return hsum_gemm(acc);
     }
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int32_t i = 0; i < n; i += 32)
-        for (int r = 0; r < 4; r++) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8 * r), ld16(k + i + 8 * r), a[r]);
-    return hsum_vecdot(a[0], a[1], a[2], a[3]);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t i = 0; i < n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), ld16(k + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), ld16(k + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), ld16(k + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 24), ld16(k + i + 24), a3);
+    }
+    return hsum_vecdot(a0, a1, a2, a3);
 }
-
-#define GG_MAX_DV 256
 
 TGT static void attend_ggml_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int32_t n_pos,
                                  int32_t n, int32_t m, int64_t ks, int64_t vs, float scale, float *scores, bool gemm)
@@ -121,22 +124,36 @@ TGT static void attend_ggml_avx2(float *out, const float *q, const uint16_t *k, 
         sum += (double)hsum_gemm(e);
     }
     const float inv = (float)(1.0 / sum);
-    for (int32_t j = 0; j < n_pos; j++) scores[j] = dtype_f16_to_f32(dtype_f32_to_f16(scores[j] * inv));
-
-    /* V^T P: lane L of output dim i sums positions j = L (mod lanes), in position order */
-    const int lanes = gemm ? 8 : 32;
-    float acc[32][GG_MAX_DV];
-    for (int l = 0; l < lanes; l++) memset(acc[l], 0, (size_t)m * sizeof(float));
-    for (int32_t j = 0; j < n_pos; j++) {
-        float *a = acc[j % lanes];
-        const __m256 p = _mm256_set1_ps(scores[j]);
-        const uint16_t *vj = v + (int64_t)j * vs;
-        for (int32_t i = 0; i < m; i += 8)
-            _mm256_storeu_ps(a + i, _mm256_fmadd_ps(p, ld16(vj + i), _mm256_loadu_ps(a + i)));
+    int32_t j = 0;
+    for (; j + 8 <= n_pos; j += 8) { /* f16 round trip, round to nearest even as llama.cpp's F16C */
+        __m256 p = _mm256_mul_ps(_mm256_loadu_ps(scores + j), _mm256_set1_ps(inv));
+        _mm256_storeu_ps(scores + j, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
     }
+    for (; j < n_pos; j++) scores[j] = dtype_f16_to_f32(dtype_f32_to_f16(scores[j] * inv));
+
+    /* V^T P: lane L of output dim i sums positions j = L (mod lanes), in position order. Per 8 output
+     * dims, the lanes are done 8 at a time in registers (positions stride*s + 8G + l), then folded. */
+    const int lanes = gemm ? 8 : 32;
     for (int32_t i = 0; i < m; i += 8) {
         __m256 L[32];
-        for (int l = 0; l < lanes; l++) L[l] = _mm256_loadu_ps(acc[l] + i);
+        for (int G = 0; G < lanes / 8; G++) {
+            __m256 a[8];
+            UNROLL8
+            for (int l = 0; l < 8; l++) a[l] = _mm256_setzero_ps();
+            int32_t base = 8 * G;
+            for (; base + 8 <= n_pos; base += lanes) {
+                const uint16_t *vb = v + (int64_t)base * vs + i;
+                UNROLL8
+                for (int l = 0; l < 8; l++)
+                    a[l] = _mm256_fmadd_ps(_mm256_set1_ps(scores[base + l]), ld16(vb + (int64_t)l * vs), a[l]);
+            }
+            UNROLL8
+            for (int l = 0; l < 8; l++) /* the last, partial group of positions */
+                if (base + l < n_pos)
+                    a[l] = _mm256_fmadd_ps(_mm256_set1_ps(scores[base + l]), ld16(v + (int64_t)(base + l) * vs + i), a[l]);
+            UNROLL8
+            for (int l = 0; l < 8; l++) L[8 * G + l] = a[l];
+        }
         __m256 r;
         if (gemm) { /* hsum_gemm per dim: (4+0, 5+1, 6+2, 7+3), then (s0+s2, s1+s3), then u0+u1 */
             __m256 s0 = _mm256_add_ps(L[4], L[0]), s1 = _mm256_add_ps(L[5], L[1]);
@@ -173,7 +190,7 @@ void model_attend_f16_ggml(float *out, const float *q, const uint16_t *k, const 
 {
 #if defined(__x86_64__)
     int32_t mult = batched ? 8 : 32;
-    if (head_dim % mult == 0 && head_dim_v % 8 == 0 && head_dim_v <= GG_MAX_DV && cpu_isa_available(CPU_ISA_AVX2)) {
+    if (head_dim % mult == 0 && head_dim_v % 8 == 0 && cpu_isa_available(CPU_ISA_AVX2)) {
         attend_ggml_avx2(out, q, k, v, n_pos, head_dim, head_dim_v, k_stride, v_stride, scale, scores, batched);
         return;
     }
