@@ -122,6 +122,13 @@ ai_status model_load_tokenizer(const model *m, struct tokenizer **out, ai_err *e
  * AI_ERR_IO (with the hint to run scripts/fetch_model.sh) when the file is absent. */
 ai_status model_default_path(char *out, size_t cap, ai_err *err);
 
+/* Bytes of weight data the model maps (every tensor of the source). */
+uint64_t model_weight_bytes(const model *m);
+/* Touches every page of the mmapped weights so the first forward does not stall on page faults;
+ * progress (may be NULL) is called about every 1% with bytes done and the total. */
+typedef void (*model_progress_fn)(void *user, uint64_t done, uint64_t total);
+void model_prefetch(const model *m, model_progress_fn progress, void *user);
+
 /* Counts and bytes for `aiinfra info`. bytes_by_dtype has DTYPE_COUNT entries. */
 typedef struct model_stats {
     int64_t n_params;

@@ -2,6 +2,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "aiinfra/model.h"
 
 bool cli_parse_num(const char *s, double lo, double hi, double *out)
 {
@@ -18,4 +21,23 @@ bool cli_emit_stdout(void *user, const char *text, size_t len)
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return true;
+}
+
+static void progress_bar(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    const int width = 40;
+    int fill = total ? (int)((double)done / (double)total * width) : width;
+    fprintf(stderr, "\rloading weights [");
+    for (int i = 0; i < width; i++) fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %3d%% %.2f / %.2f GiB", total ? (int)(100.0 * done / total) : 100, done / 1073741824.0,
+            total / 1073741824.0);
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void cli_prefetch_weights(const struct model *m)
+{
+    bool bar = isatty(STDERR_FILENO) && model_weight_bytes(m) >= (256u << 20);
+    model_prefetch(m, bar ? progress_bar : NULL, NULL);
 }

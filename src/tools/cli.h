@@ -11,4 +11,9 @@ bool cli_parse_num(const char *s, double lo, double hi, double *out);
 /* A generate_fn-style text sink: writes to stdout and flushes (streaming). */
 bool cli_emit_stdout(void *user, const char *text, size_t len);
 
+struct model;
+/* Touches the model's mmapped weights before the first forward; on a terminal, models of 256 MiB
+ * and more show a progress bar on stderr. */
+void cli_prefetch_weights(const struct model *m);
+
 #endif

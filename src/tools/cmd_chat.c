@@ -95,6 +95,7 @@ int cmd_chat(int argc, char **argv)
         mpath = defpath;
     }
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
+    cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (chat_prompt_load(&cpr, mpath, &err) != AI_OK) goto fail;

@@ -162,6 +162,7 @@ int cmd_run(int argc, char **argv)
         prompt = ptext;
     } else if (prompt) plen = strlen(prompt);
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
+    cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (!quiet)
