@@ -304,6 +304,13 @@ ai_status dtype_quantize_row(dtype t, const float *x, void *dst, int64_t n, ai_e
 
 // --- dequantize
 
+/* one block of 32 int8 codes with an f16 scale (q8_0 and q8_1 share this part of the layout) */
+static void dequantize_q8(const int8_t *qs, uint16_t d16, float *y)
+{
+    const float d = dtype_f16_to_f32(d16);
+    for (int j = 0; j < 32; j++) y[j] = (float)qs[j] * d;
+}
+
 ai_status dtype_dequantize_row(dtype t, const void *src, float *y, int64_t n, ai_err *err)
 {
     size_t bytes;
@@ -316,18 +323,12 @@ ai_status dtype_dequantize_row(dtype t, const void *src, float *y, int64_t n, ai
     case DTYPE_BF16: dtype_bf16_to_f32_row(src, y, n); return AI_OK;
     case DTYPE_Q8_0: {
         const dtype_block_q8_0 *b = src;
-        for (int64_t i = 0; i < nb; i++, y += 32) {
-            const float d = dtype_f16_to_f32(b[i].d);
-            for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
-        }
+        for (int64_t i = 0; i < nb; i++, y += 32) dequantize_q8(b[i].qs, b[i].d, y);
         return AI_OK;
     }
     case DTYPE_Q8_1: {
-        const dtype_block_q8_1 *b = src;
-        for (int64_t i = 0; i < nb; i++, y += 32) {
-            const float d = dtype_f16_to_f32(b[i].d);
-            for (int j = 0; j < 32; j++) y[j] = (float)b[i].qs[j] * d;
-        }
+        const dtype_block_q8_1 *b = src;   /* the sum field s is not needed to dequantize */
+        for (int64_t i = 0; i < nb; i++, y += 32) dequantize_q8(b[i].qs, b[i].d, y);
         return AI_OK;
     }
     case DTYPE_Q4_0: {
