@@ -115,7 +115,9 @@ $(BUILD)/fuzz/libaiinfra.a: $(call objs,$(BUILD)/fuzz,$(LIB_SRC))
 	ar rcs $@ $^
 $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/fuzz/%.o $(BUILD)/fuzz/libaiinfra.a
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEPS_LIBS)
-fuzz: deps data $(FUZZ_BINS)
+fuzz: data
+	@scripts/deps.sh --fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libaiinfra.a

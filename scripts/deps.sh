@@ -16,6 +16,10 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v gcc >/dev/null        || need+=(gcc)
 command -v xz >/dev/null         || need+=(xz-utils)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+if [ "${1:-}" = "--fuzz" ]; then   # make fuzz: clang with libFuzzer's runtime
+  command -v clang >/dev/null || need+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-dev)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "deps: installing ${need[*]}"
 SUDO=""
