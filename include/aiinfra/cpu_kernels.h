@@ -10,7 +10,8 @@
  * The activation quantizer is the one llama.cpp runs on x86 (d = amax/127, 1/d computed as
  * 127/amax, round half to even), so the codes match what llama.cpp multiplies with on this CPU.
  *
- * Every kernel has a scalar reference; AVX2+FMA versions are chosen at run time (cpu_isa_best).
+ * Every kernel has a scalar reference; AVX2+FMA and AVX-512 versions are chosen at run time
+ * (cpu_isa_best). The integer block sums are exact on every ISA; only the f32 summation order differs.
  * See docs/cpu-kernels.md.
  */
 #ifndef AIINFRA_CPU_KERNELS_H
@@ -27,11 +28,15 @@
 typedef enum cpu_isa {
     CPU_ISA_SCALAR = 0, /* portable C, the reference */
     CPU_ISA_AVX2,       /* x86-64 with AVX2 + FMA + F16C */
+    CPU_ISA_AVX512,     /* AVX2's set + AVX-512 F, BW, VL (and the OS saving the zmm/k state) */
     CPU_ISA_COUNT
 } cpu_isa;
 
 bool cpu_isa_available(cpu_isa isa);
-cpu_isa cpu_isa_best(void);          /* the fastest available on this CPU */
+/* The fastest available on this CPU, unless the environment variable AIINFRA_CPU_ISA
+ * (scalar|avx2|avx512, read once per process) names an available one: that one is returned instead,
+ * so tests and benchmarks can pin a path. An unknown or unavailable name is ignored. */
+cpu_isa cpu_isa_best(void);
 const char *cpu_isa_name(cpu_isa isa);
 
 /* Dtype of the activation row a weight row of `wtype` is multiplied with: f32 for f32/f16/bf16,

@@ -371,8 +371,34 @@ static void test_matmul_errors(void **state)
     assert_int_equal(cpu_quantize_act(CPU_ISA_SCALAR, DTYPE_Q4_0, x, work, 32, &e), AI_ERR_UNSUPPORTED);
 #if defined(__x86_64__)
     /* the SIMD tests above must not silently skip AVX2 on a machine that has it */
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        assert_int_equal(cpu_isa_best(), CPU_ISA_AVX2);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        assert_true(cpu_isa_available(CPU_ISA_AVX2));
+        if (!getenv("AIINFRA_CPU_ISA")) assert_true(cpu_isa_best() >= CPU_ISA_AVX2);
+    }
+#endif
+}
+
+/* The loops above cover every available ISA; this makes sure AVX-512 is among them where the CPU
+ * has it (gcc's own CPUID reading, independent of matmul.c's), and says once when it is not. */
+static void test_avx512_present(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+                     __builtin_cpu_supports("fma");
+    assert_int_equal(cpu_isa_available(CPU_ISA_AVX512), has);
+    if (!has) {
+        assert_null(cpu_kernels_for(CPU_ISA_AVX512));
+        print_message("[  NOTE    ] this CPU has no AVX-512: the avx512 kernels are not exercised here\n");
+        return;
+    }
+    assert_non_null(cpu_kernels_for(CPU_ISA_AVX512));
+    if (!getenv("AIINFRA_CPU_ISA")) assert_int_equal(cpu_isa_best(), CPU_ISA_AVX512);
+    print_message("[  NOTE    ] AVX-512 present: the avx512 kernels were compared with the scalar reference\n");
+#else
+    assert_false(cpu_isa_available(CPU_ISA_AVX512));
 #endif
 }
 
@@ -427,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_tile_exact),
         cmocka_unit_test(test_matmul_all),
         cmocka_unit_test(test_matmul_errors),
+        cmocka_unit_test(test_avx512_present),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, setup_seed, NULL);

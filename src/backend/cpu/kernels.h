@@ -29,6 +29,10 @@ extern const cpu_tile_fn cpu_tiles_scalar[DTYPE_COUNT];
 #define CPU_HAVE_AVX2_TABLE 1
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_tile_fn cpu_tiles_avx2[DTYPE_COUNT]; /* tiles_avx2.c */
+extern const cpu_kernels cpu_kernels_avx512;            /* tiles_avx512.c */
+/* The AVX2 activation quantizers (kernels_avx2.c), shared by the AVX-512 table. */
+void cpu_quantize_q8_0_avx2(const float *x, dtype_block_q8_0 *y, int64_t nb);
+void cpu_quantize_q8_1_avx2(const float *x, dtype_block_q8_1 *y, int64_t nb);
 #endif
 
 /* The table for isa, or NULL when the isa is not available on this CPU. */

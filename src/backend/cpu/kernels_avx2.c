@@ -88,7 +88,7 @@ TARGET static inline __m256i quantize_block32(const float *x, float *d_out)
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-TARGET static void quantize_q8_0_avx2(const float *x, dtype_block_q8_0 *y, int64_t nb)
+TARGET void cpu_quantize_q8_0_avx2(const float *x, dtype_block_q8_0 *y, int64_t nb)
 {
     for (int64_t b = 0; b < nb; b++, x += 32) {
         float d;
@@ -98,7 +98,7 @@ TARGET static void quantize_q8_0_avx2(const float *x, dtype_block_q8_0 *y, int64
     }
 }
 
-TARGET static void quantize_q8_1_avx2(const float *x, dtype_block_q8_1 *y, int64_t nb)
+TARGET void cpu_quantize_q8_1_avx2(const float *x, dtype_block_q8_1 *y, int64_t nb)
 {
     for (int64_t b = 0; b < nb; b++, x += 32) {
         float d;
@@ -229,8 +229,8 @@ const cpu_kernels cpu_kernels_avx2 = {
         [DTYPE_Q8_0] = dot_q8_0_avx2, [DTYPE_Q4_0] = dot_q4_0_avx2, [DTYPE_Q4_1] = dot_q4_1_avx2,
     },
     .tile = cpu_tiles_avx2,
-    .quantize_q8_0 = quantize_q8_0_avx2,
-    .quantize_q8_1 = quantize_q8_1_avx2,
+    .quantize_q8_0 = cpu_quantize_q8_0_avx2,
+    .quantize_q8_1 = cpu_quantize_q8_1_avx2,
 };
 
 #endif

@@ -11,6 +11,7 @@
  *  3. y is written at [t * n_out + r]: each (t, r) by exactly one task, so no synchronisation.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,40 +26,86 @@
 
 // --- ISA selection
 
+#ifdef CPU_HAVE_AVX2_TABLE
+/* CPUID answers, cached: CPUID traps to the hypervisor in a VM (~1-2 us) and cpu_isa_available runs
+ * on every cpu_matmul (~200 per decoded token). Each cache is a fact about the CPU (or, for the
+ * override, the process environment), written with the same value by whichever thread gets there
+ * first; 0 = not yet known, 1 = yes, 2 = no. */
+static bool cpuid_cached(atomic_int *cache, bool (*probe)(void))
+{
+    int f = atomic_load_explicit(cache, memory_order_relaxed);
+    if (f == 0) {
+        f = probe() ? 1 : 2;
+        atomic_store_explicit(cache, f, memory_order_relaxed);
+    }
+    return f == 1;
+}
+
+/* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c", gcc 12's
+ * answers 0 on CPUs that have it). */
+static bool probe_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
+/* AVX-512 F (CPUID.7.0:EBX bit 16), BW (bit 30) and VL (bit 31), and the OS saving the opmask and
+ * zmm state: OSXSAVE (CPUID.1:ECX bit 27) and XCR0 bits 1, 2, 5, 6, 7 (xgetbv(0) & 0xe6). */
+static bool probe_avx512(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & 0xe6) != 0xe6) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 16) | (1u << 30) | (1u << 31);
+    return (b & need) == need;
+}
+#endif
+
 bool cpu_isa_available(cpu_isa isa)
 {
     switch (isa) {
     case CPU_ISA_SCALAR: return true;
-    case CPU_ISA_AVX2:
 #ifdef CPU_HAVE_AVX2_TABLE
-    {
-        /* F16C is CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c", gcc 12's
-         * answers 0 on CPUs that have it). CPUID traps to the hypervisor in a VM (~1-2 us), and this
-         * runs on every cpu_matmul (~200 per decoded token), so the answer is cached: a fact about
-         * the CPU, written with the same value by whichever thread gets there first (0 = not yet). */
-        static atomic_int f16c; /* 0 unknown, 1 yes, 2 no */
-        int f = atomic_load_explicit(&f16c, memory_order_relaxed);
-        if (f == 0) {
-            unsigned a, b, c, d;
-            f = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) ? 1 : 2;
-            atomic_store_explicit(&f16c, f, memory_order_relaxed);
-        }
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f == 1;
+    case CPU_ISA_AVX2: {
+        static atomic_int f16c;
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_cached(&f16c, probe_f16c);
     }
-#else
-        return false;
+    case CPU_ISA_AVX512: {
+        static atomic_int avx512;
+        return cpu_isa_available(CPU_ISA_AVX2) && cpuid_cached(&avx512, probe_avx512);
+    }
 #endif
     default: return false;
     }
 }
 
-cpu_isa cpu_isa_best(void) { return cpu_isa_available(CPU_ISA_AVX2) ? CPU_ISA_AVX2 : CPU_ISA_SCALAR; }
+cpu_isa cpu_isa_best(void)
+{
+    /* AIINFRA_CPU_ISA, read once: 0 = not yet read, else 1 + the named isa (1 + CPU_ISA_COUNT: none) */
+    static atomic_int pinned;
+    int p = atomic_load_explicit(&pinned, memory_order_relaxed);
+    if (p == 0) {
+        const char *v = getenv("AIINFRA_CPU_ISA");
+        p = 1 + CPU_ISA_COUNT;
+        for (int i = 0; v && i < CPU_ISA_COUNT; i++)
+            if (strcmp(v, cpu_isa_name((cpu_isa)i)) == 0) p = 1 + i;
+        atomic_store_explicit(&pinned, p, memory_order_relaxed);
+    }
+    if (p <= CPU_ISA_COUNT && cpu_isa_available((cpu_isa)(p - 1))) return (cpu_isa)(p - 1);
+    for (int i = CPU_ISA_COUNT - 1; i > 0; i--)
+        if (cpu_isa_available((cpu_isa)i)) return (cpu_isa)i;
+    return CPU_ISA_SCALAR;
+}
 
 const char *cpu_isa_name(cpu_isa isa)
 {
     switch (isa) {
     case CPU_ISA_SCALAR: return "scalar";
     case CPU_ISA_AVX2: return "avx2";
+    case CPU_ISA_AVX512: return "avx512";
     default: return "?";
     }
 }
@@ -68,6 +115,7 @@ const cpu_kernels *cpu_kernels_for(cpu_isa isa)
     if (!cpu_isa_available(isa)) return NULL;
 #ifdef CPU_HAVE_AVX2_TABLE
     if (isa == CPU_ISA_AVX2) return &cpu_kernels_avx2;
+    if (isa == CPU_ISA_AVX512) return &cpu_kernels_avx512;
 #endif
     return &cpu_kernels_scalar;
 }
