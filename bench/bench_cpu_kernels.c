@@ -8,7 +8,7 @@
  *
  * Also measures prefill tiling: one call with n_tok = 64 versus 64 calls with n_tok = 1.
  *
- *   bench_cpu_kernels [n_threads=2] [iters=7] [isa=best|scalar|avx2]
+ *   bench_cpu_kernels [n_threads=2] [iters=7] [isa=best|scalar|avx2|avx512]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +61,7 @@ int main(int argc, char **argv)
     cpu_isa isa = cpu_isa_best();
     if (argc > 3 && strcmp(argv[3], "scalar") == 0) isa = CPU_ISA_SCALAR;
     if (argc > 3 && strcmp(argv[3], "avx2") == 0) isa = CPU_ISA_AVX2;
+    if (argc > 3 && strcmp(argv[3], "avx512") == 0) isa = CPU_ISA_AVX512;
     if (iters < 1 || iters > 100 || !cpu_isa_available(isa)) { fprintf(stderr, "bad arguments\n"); return 2; }
     ai_err err;
     threadpool *pool;
