@@ -205,42 +205,39 @@ static inline int trunc_clamp(float v, int lo, int hi)
     return (int)v;
 }
 
+/* One block of 32 values -> int8 codes with scale d = amax / 127 (ggml's reference: round half away
+ * from zero); returns d and stores the sum of the codes (q8_1 keeps it for the q4_1 dot). */
+static float quantize_q8_block(const float *x, int8_t *qs, int *sum)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *sum = 0;
+    for (int j = 0; j < 32; j++) {
+        float r = roundf(x[j] * id);
+        int q = r != r ? 0 : r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
+        qs[j] = (int8_t)q;
+        *sum += q;
+    }
+    return d;
+}
+
 static void quantize_q8_0(const float *x, dtype_block_q8_0 *y, int64_t nb)
 {
-    for (int64_t b = 0; b < nb; b++, x += 32) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            float a = fabsf(x[j]);
-            amax = amax > a ? amax : a;
-        }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = dtype_f32_to_f16(d);
-        for (int j = 0; j < 32; j++) {
-            float r = roundf(x[j] * id); /* half away from zero, like ggml's roundf */
-            y[b].qs[j] = (int8_t)(r != r ? 0 : r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
-        }
-    }
+    int sum;
+    for (int64_t b = 0; b < nb; b++, x += 32) y[b].d = dtype_f32_to_f16(quantize_q8_block(x, y[b].qs, &sum));
 }
 
 static void quantize_q8_1(const float *x, dtype_block_q8_1 *y, int64_t nb)
 {
     for (int64_t b = 0; b < nb; b++, x += 32) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            float a = fabsf(x[j]);
-            amax = amax > a ? amax : a;
-        }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum;
+        const float d = quantize_q8_block(x, y[b].qs, &sum);
         y[b].d = dtype_f32_to_f16(d);
-        int sum = 0;
-        for (int j = 0; j < 32; j++) {
-            float r = roundf(x[j] * id);
-            int q = r != r ? 0 : r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
-            y[b].qs[j] = (int8_t)q;
-            sum += q;
-        }
         y[b].s = dtype_f32_to_f16((float)sum * d);
     }
 }
