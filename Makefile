@@ -7,6 +7,11 @@
 #   make fuzz       libFuzzer targets (clang), each run for FUZZ_SECONDS
 #   make bench      benchmarks (tokenizer encode speed vs HF tokenizers)
 #   make asan       the same CLI and tests built with -fsanitize=address,undefined
+#   make gpu        release builds of the GPU tests and benchmarks (scripts/gpu-check.sh runs them)
+#
+# CUDA: when $(CUDA_HOME)/bin/nvcc exists (CI and dev machines have it, with no GPU), every .cu file
+# under src/ is compiled for sm_90a and linked in; GPU tests then skip with one line where no device
+# is present. Without nvcc the CUDA backend is left out and reports "built without CUDA".
 
 CC      ?= gcc
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
@@ -18,9 +23,26 @@ CFLAGS  += $(CSTD) $(WARN) $(OPT) -Iinclude -Isrc $(DEPS_CFLAGS) -MMD -MP
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 BUILD   := build
-LIB_SRC := $(shell find src -name '*.c' -not -path 'src/tools/*' | sort)
-CLI_SRC := $(sort $(wildcard src/tools/*.c))
+CUDA_HOME ?= /usr/local/cuda
+NVCC    := $(CUDA_HOME)/bin/nvcc
+HAVE_CUDA := $(shell test -x $(NVCC) && echo 1)
+ALL_LIB_SRC := $(shell find src -name '*.c' -not -path 'src/tools/*' | sort)
+CUDA_C_SRC := $(filter src/backend/cuda/%,$(ALL_LIB_SRC))
+ifeq ($(HAVE_CUDA),1)
+LIB_SRC := $(ALL_LIB_SRC)
+CU_SRC  := $(shell find src -name '*.cu' | sort)
+CFLAGS  += -DAIINFRA_CUDA=1 -I$(CUDA_HOME)/include
+DEPS_LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lstdc++
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+else
+LIB_SRC := $(filter-out $(CUDA_C_SRC),$(ALL_LIB_SRC))
+CU_SRC  :=
+TEST_SRC := $(sort $(filter-out tests/unit/test_cuda_%,$(wildcard tests/unit/test_*.c)))
+endif
+NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+             -Iinclude -Isrc -MMD -MP
+CU_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CU_SRC))
+CLI_SRC := $(sort $(wildcard src/tools/*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard bench/bench_*.c)))
 
 SHARED  ?= $(abspath ../shared)
@@ -34,7 +56,7 @@ PY      := $(VENV)/bin/python
 # variant(dir, extra cflags) -> objects
 objs = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-.PHONY: all deps test run demo fuzz bench asan clean venv data unit parity
+.PHONY: all deps test run demo fuzz bench asan gpu clean venv data unit parity
 all: $(BUILD)/aiinfra $(BENCH_BINS)
 
 # ---- release build (NDEBUG: the debug-only invariant checks, e.g. kv_blocks_check after every
@@ -43,7 +65,12 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DNDEBUG -c $< -o $@
 
-$(BUILD)/libaiinfra.a: $(call objs,$(BUILD),$(LIB_SRC))
+# CUDA objects are built once (no sanitizer applies to device code) and linked into both variants.
+$(BUILD)/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libaiinfra.a: $(call objs,$(BUILD),$(LIB_SRC)) $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -60,7 +87,7 @@ $(ASAN)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
 
-$(ASAN)/libaiinfra.a: $(call objs,$(ASAN),$(LIB_SRC))
+$(ASAN)/libaiinfra.a: $(call objs,$(ASAN),$(LIB_SRC)) $(CU_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -73,6 +100,10 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/unit/%.o $(ASAN)/libaiinfra.a
 
 UNIT_BINS := $(patsubst tests/unit/%.c,$(ASAN)/tests/%,$(TEST_SRC))
 asan: $(ASAN)/aiinfra $(UNIT_BINS)
+
+# ---- GPU: release builds of the CUDA tests (run on a GPU machine by scripts/gpu-check.sh)
+GPU_TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(filter tests/unit/test_cuda_%,$(TEST_SRC)))
+gpu: all $(GPU_TEST_BINS)
 
 # ---- dependencies, data, test venv
 deps:
@@ -110,7 +141,7 @@ FUZZ_CFLAGS := $(CSTD) -g -O1 -Iinclude -Isrc $(DEPS_CFLAGS) -fsanitize=address,
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-$(BUILD)/fuzz/libaiinfra.a: $(call objs,$(BUILD)/fuzz,$(LIB_SRC))
+$(BUILD)/fuzz/libaiinfra.a: $(call objs,$(BUILD)/fuzz,$(filter-out $(CUDA_C_SRC),$(ALL_LIB_SRC)))
 	@rm -f $@
 	ar rcs $@ $^
 $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/fuzz/%.o $(BUILD)/fuzz/libaiinfra.a

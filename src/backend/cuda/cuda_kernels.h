@@ -1,0 +1,174 @@
+/* cuda_kernels.h - the C interface of aiinfra's CUDA kernels (src/backend/cuda/*.cu, sm_90a).
+ *
+ * Conventions (every function below):
+ *  - Pointers are device pointers unless their name starts with h_. Shapes in comments are
+ *    row-major: (n_tok, dim) means n_tok rows of dim contiguous elements.
+ *  - A call enqueues work on `s` (a cudaStream_t) and returns at once; it checks its arguments and
+ *    the launch (cudaGetLastError) and reports failures as ai_status with the kernel's name in err.
+ *  - Nothing allocates device memory: scratch comes from the caller, sized by the matching
+ *    *_size / *_work_size function (two-pass allocation). No cudaMalloc on the token path.
+ *  - Launch configurations depend only on arguments passed by value, never on values in device
+ *    memory, so every call can be captured in a CUDA graph and replayed with new data in the same
+ *    buffers (the data-dependent parts, e.g. a sequence's length, are read on the device, with the
+ *    by-value arguments as upper bounds).
+ *  - Activations are f32. Weights keep their stored dtype; KV caches are f16 (or f32 for tests).
+ */
+#ifndef AIINFRA_CUDA_KERNELS_H
+#define AIINFRA_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aiinfra/dtype.h"
+#include "aiinfra/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *cuk_stream; /* = cudaStream_t */
+
+// --- weights on the device ------------------------------------------------------------------
+
+/* A weight matrix (n_out, n_in) on the device, y = x W^T. Layout of `data`:
+ *   f32, f16, bf16: row-major as stored (n_out rows of n_in elements).
+ *   q8_0, q4_0, q4_1 ("planar", so that quants are 16-byte aligned for vector loads):
+ *     qs     (n_out, n_in / 32, 32 bytes) for q8_0 (int8), (n_out, n_in / 32, 16 bytes) for q4_*,
+ *            the bytes of each block exactly as in the GGUF block (nibble order of dtype.h);
+ *     scales at byte offset cuk_weight_qs_bytes(): (n_out, n_in / 32) f16 d (q8_0, q4_0), or
+ *            (n_out, n_in / 32) pairs of f16 {d, m} (q4_1).
+ * n_in is a multiple of 32 for quantized types. A vector (norm weight, bias) is n_out = 1, f32. */
+typedef struct cuk_weight {
+    dtype type;
+    int64_t n_out, n_in;
+    void *data;
+} cuk_weight;
+
+/* Bytes of the quants part of a planar weight (0 for float types); total device bytes. */
+size_t cuk_weight_qs_bytes(dtype t, int64_t n_out, int64_t n_in);
+size_t cuk_weight_bytes(dtype t, int64_t n_out, int64_t n_in);
+/* Host-side repack from GGUF rows (h_src, n_out rows of dtype_row_bytes) into the device layout
+ * (h_dst, cuk_weight_bytes); float types are copied. AI_ERR_UNSUPPORTED for other dtypes. */
+ai_status cuk_weight_pack(dtype t, const void *h_src, int64_t n_out, int64_t n_in, void *h_dst, ai_err *err);
+
+/* Fills a weight (any supported dtype, planar layout) with reproducible pseudo-random values on the
+ * device: floats uniform in [-scale, scale]; quantized blocks with random quants and scales chosen
+ * so values lie within about [-scale, scale]. Same (seed, sizes) -> same bytes. */
+ai_status cuk_weight_fill_random(cuk_stream s, const cuk_weight *w, uint64_t seed, float scale, ai_err *err);
+/* f32 vector of n values, all equal to value (norm weights of random models). */
+ai_status cuk_fill_f32(cuk_stream s, float *dst, int64_t n, float value, ai_err *err);
+
+// --- elementwise and row kernels (k_elementwise.cu) -----------------------------------------
+
+/* out (n, dim) f32 = rows tokens[0..n) of the embedding table (n_vocab, dim) in any weight dtype
+ * (planar layout for quantized). Token ids are checked on the host by the caller. */
+ai_status cuk_embed(cuk_stream s, float *out, const cuk_weight *table, const int32_t *tokens, int32_t n,
+                    ai_err *err);
+/* out (rows, dim) = in / sqrt(mean(in^2) + eps) * w; w (dim) f32 or NULL; out may alias in. */
+ai_status cuk_rmsnorm(cuk_stream s, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
+                      float eps, ai_err *err);
+/* x (rows, dim) += delta; then out = rmsnorm(x) * w (the residual add fused with the next norm). */
+ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta, float *out, const float *w, int32_t rows,
+                          int32_t dim, float eps, ai_err *err);
+/* x[i] += y[i], i < n. */
+ai_status cuk_add(cuk_stream s, float *x, const float *y, int64_t n, ai_err *err);
+/* y (rows, n) += b (n) for each row; rows are row_stride floats apart. */
+ai_status cuk_add_bias(cuk_stream s, float *y, const float *b, int32_t rows, int32_t n, int64_t row_stride,
+                       ai_err *err);
+/* RoPE in place on x (n_tok rows, row_stride floats apart; n_heads heads of head_dim at h * head_dim),
+ * rotating the first rope_dim dims of each head at position pos[t] (device, per token).
+ * theta_i = pos * freq_scale * base^(-2i / rope_dim) / (factors ? factors[i] : 1), i < rope_dim / 2.
+ * neox = 0: pairs (x[2i], x[2i+1]) (llama.cpp's NORM); neox = 1: pairs (x[i], x[i + rope_dim/2]).
+ * factors: device (rope_dim / 2) f32 or NULL. Same math as model_rope (src/model/ops.c). */
+ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
+                   int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
+                   int neox, ai_err *err);
+/* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, i < n; out may alias gate. */
+ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
+/* Writes n_tok new K and V rows into a paged cache. k: (n_tok, kvd) rows k_stride floats apart,
+ * v: (n_tok, kvdv) rows v_stride apart; cache row `slot[t]` (= block * block_size + offset) of
+ * k_cache (num_slots, kvd) and v_cache (num_slots, kvdv), converted to kv_type (DTYPE_F16 or
+ * DTYPE_F32). slot[t] < 0 skips the token (padding). */
+ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
+                       const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
+                       const int32_t *slot, ai_err *err);
+/* out (n, dim) = rows idx[0..n) of in (*, dim). */
+ai_status cuk_gather_rows(cuk_stream s, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
+                          ai_err *err);
+
+// --- matrix products (k_gemv.cu, gemm.cu) ----------------------------------------------------
+
+/* Owns the cuBLASLt handle and its cached plans. One per stream user; not thread-safe. */
+typedef struct cuk_gemm cuk_gemm;
+ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err);
+void cuk_gemm_free(cuk_gemm *g);
+/* Scratch bytes cuk_matmul needs for this weight and up to max_tok rows (bf16 copies of the
+ * activations, dequantized weight tiles, the cuBLASLt workspace). */
+size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok);
+/* y (n_tok, n_out) f32 = x (n_tok, n_in) f32 . W^T. Small n_tok (decode) runs our GEMV kernels,
+ * which read each weight byte once and dequantize in registers; large n_tok runs a tensor-core
+ * GEMM (cuBLASLt where ours is not yet faster). work: cuk_matmul_work_size bytes. */
+ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok, float *y,
+                     void *work, size_t work_size, ai_err *err);
+/* The GEMV path alone (1 <= n_tok <= CUK_GEMV_MAX_TOK), for tests and benchmarks. */
+#define CUK_GEMV_MAX_TOK 16
+ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
+
+// --- attention over a paged KV cache (k_attention.cu) ----------------------------------------
+
+/* A batch of n_seq sequences with n_tok query tokens in all. Sequence s owns query rows
+ * [q_start[s], q_start[s+1]) and, after this step's cuk_kv_store, keys 0 .. seq_len[s]-1; its
+ * query rows are its LAST q_len = q_start[s+1] - q_start[s] positions: row q_start[s] + j sits at
+ * position seq_len[s] - q_len + j and attends causally to keys 0 .. that position.
+ * Key j of sequence s is cache row block_tables[s * max_blocks + j / block_size] * block_size
+ * + j % block_size of k_cache (num_slots, n_head_kv, head_dim) and v_cache (num_slots, n_head_kv,
+ * head_dim_v). GQA: query head h reads kv head h / (n_head / n_head_kv).
+ * Decode is q_len = 1 for every sequence; prefill chunks and decode tokens may be mixed. */
+typedef struct cuk_attn_args {
+    float *out;                  /* (n_tok, n_head * head_dim_v) */
+    const float *q;              /* (n_tok, q_stride), head h at h * head_dim */
+    int64_t q_stride;
+    const void *k_cache, *v_cache;
+    dtype kv_type;               /* DTYPE_F16 or DTYPE_F32 */
+    const int32_t *block_tables; /* (n_seq, max_blocks) */
+    const int32_t *q_start;      /* (n_seq + 1) */
+    const int32_t *seq_len;      /* (n_seq) */
+    int32_t n_seq, n_tok;
+    int32_t max_blocks;          /* columns of block_tables */
+    int32_t max_q_len;           /* host bound on any q_len (1 for pure decode) */
+    int32_t max_seq_len;         /* host bound on any seq_len (<= max_blocks * block_size) */
+    int32_t n_head, n_head_kv, head_dim, head_dim_v, block_size;
+    float scale;                 /* usually 1 / sqrt(head_dim) */
+    void *work;                  /* cuk_attention_work_size bytes (split-KV partials) */
+    size_t work_size;
+} cuk_attn_args;
+
+size_t cuk_attention_work_size(const cuk_attn_args *a);
+ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err);
+
+// --- sampling (k_sample.cu) ------------------------------------------------------------------
+
+/* out[r] = argmax of logits row r (n_rows, n_vocab); ties go to the lowest index. */
+ai_status cuk_argmax(cuk_stream s, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out,
+                     ai_err *err);
+
+/* Per-row sampling parameters (device array of n_rows). temperature <= 0 means greedy.
+ * top_k <= 0: off; top_p >= 1: off; min_p <= 0: off. u: a uniform number in [0, 1) drawn by
+ * the host's seeded RNG, so a run is reproducible. Semantics as src/engine/sampler.c: scale by
+ * 1/temperature, keep the top_k largest, softmax, drop tokens with p < min_p * p_max, keep the
+ * smallest prefix (by descending p) whose mass reaches top_p, renormalise, pick by u. */
+typedef struct cuk_sample_params {
+    float temperature, top_p, min_p, u;
+    int32_t top_k;
+} cuk_sample_params;
+
+size_t cuk_sample_work_size(int32_t n_rows, int32_t n_vocab);
+/* Without a full sort of the vocabulary. */
+ai_status cuk_sample(cuk_stream s, const float *logits, int32_t n_rows, int32_t n_vocab,
+                     const cuk_sample_params *params, int32_t *out, void *work, size_t work_size, ai_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
