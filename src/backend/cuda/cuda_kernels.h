@@ -1,4 +1,4 @@
-/* cuda_kernels.h - the C interface of aiinfra's CUDA kernels (src/backend/cuda/*.cu, sm_90a).
+/* cuda_kernels.h - the C interface of aiinfra's CUDA kernels (the .cu files beside it, built for sm_90a).
  *
  * Conventions (every function below):
  *  - Pointers are device pointers unless their name starts with h_. Shapes in comments are

@@ -1,0 +1,128 @@
+/* backend.h - the op interface the model is written against, implemented by the CPU and CUDA backends.
+ *
+ * A backend is a function table plus its context ({ops, ctx}, as ggml's backends and redis' dict
+ * types do it). The batched forward (src/model/step.c) calls only these ops, on memory the backend
+ * allocated, so the same model code runs on the CPU and on a GPU. Ops are asynchronous on GPU
+ * backends (enqueued on one stream, in order); `sync` and `download` wait.
+ *
+ * Conventions: pointers are backend memory (device memory for CUDA) unless named h_*; activations
+ * are f32; shapes are row-major and written in comments as (rows, cols). Each op's semantics are
+ * those of the CUDA kernel of the same name in src/backend/cuda/cuda_kernels.h, which states them
+ * in full; the CPU backend computes the same function with the CPU kernels.
+ */
+#ifndef AIINFRA_BACKEND_H
+#define AIINFRA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aiinfra/dtype.h"
+#include "aiinfra/status.h"
+
+/* A weight matrix (n_out, n_in) in backend memory, y = x W^T; vectors are n_out = 1, f32.
+ * CPU: ggml rows as stored (usually pointing into the mmapped file). CUDA: the device layout of
+ * cuda_kernels.h (float types as stored, quantized types "planar"). */
+typedef struct backend_weight {
+    dtype type;
+    int64_t n_out, n_in;
+    void *data;
+} backend_weight;
+
+/* Attention over a paged KV cache for a batch of sequences (the full statement of the semantics is
+ * at cuk_attn_args in src/backend/cuda/cuda_kernels.h). Sequence s owns query rows
+ * [q_start[s], q_start[s+1]), its keys 0 .. seq_len[s]-1 live in cache rows
+ * block_tables[s][j / block_size] * block_size + j % block_size, and its query rows are its last
+ * q_len positions, each attending causally. */
+typedef struct backend_attn {
+    float *out;                  /* (n_tok, n_head * head_dim_v) */
+    const float *q;              /* (n_tok, q_stride) */
+    int64_t q_stride;
+    const void *k_cache, *v_cache; /* (num_slots, n_head_kv * head_dim[_v]) */
+    dtype kv_type;               /* DTYPE_F16 or DTYPE_F32 */
+    const int32_t *block_tables; /* (n_seq, max_blocks) */
+    const int32_t *q_start;      /* (n_seq + 1) */
+    const int32_t *seq_len;      /* (n_seq) */
+    int32_t n_seq, n_tok;
+    int32_t max_blocks, max_q_len, max_seq_len;
+    int32_t n_head, n_head_kv, head_dim, head_dim_v, block_size;
+    float scale;
+    void *work;
+    size_t work_size;
+} backend_attn;
+
+typedef struct backend_ops {
+    const char *name;
+    void (*free)(void *ctx);
+
+    // memory: alloc/dealloc are for set-up only (never on the token path)
+    ai_status (*alloc)(void *ctx, size_t bytes, void **out, ai_err *err);
+    void (*dealloc)(void *ctx, void *p);
+    /* Copies in order with the ops; h_src must stay valid until the next sync (GPU: pinned staging). */
+    ai_status (*upload)(void *ctx, void *dst, const void *h_src, size_t bytes, ai_err *err);
+    /* Waits for every op before it, then copies. */
+    ai_status (*download)(void *ctx, void *h_dst, const void *src, size_t bytes, ai_err *err);
+    ai_status (*sync)(void *ctx, ai_err *err);
+    /* Bytes the backend can still allocate (GPU: free device memory); 0 when unbounded/unknown. */
+    size_t (*mem_free)(void *ctx);
+
+    // weights
+    /* Backend bytes for a weight of this dtype/shape, and the upload from ggml rows (h_src). */
+    size_t (*weight_bytes)(void *ctx, dtype t, int64_t n_out, int64_t n_in);
+    ai_status (*weight_upload)(void *ctx, const backend_weight *w, const void *h_src, ai_err *err);
+    /* Reproducible random values in about [-scale, scale] (synthetic models); NULL if unsupported. */
+    ai_status (*weight_random)(void *ctx, const backend_weight *w, uint64_t seed, float scale, ai_err *err);
+    ai_status (*fill_f32)(void *ctx, float *dst, int64_t n, float value, ai_err *err);
+
+    // ops (semantics: cuda_kernels.h)
+    ai_status (*embed)(void *ctx, float *out, const backend_weight *table, const int32_t *tokens, int32_t n,
+                       ai_err *err);
+    ai_status (*rmsnorm)(void *ctx, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
+                         float eps, ai_err *err);
+    ai_status (*add_rmsnorm)(void *ctx, float *x, const float *delta, float *out, const float *w, int32_t rows,
+                             int32_t dim, float eps, ai_err *err);
+    ai_status (*add_bias)(void *ctx, float *y, const float *b, int32_t rows, int32_t n, int64_t row_stride,
+                          ai_err *err);
+    ai_status (*rope)(void *ctx, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
+                      int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
+                      int neox, ai_err *err);
+    ai_status (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
+    ai_status (*kv_store)(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
+                          const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
+                          const int32_t *slot, ai_err *err);
+    ai_status (*gather_rows)(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
+                             ai_err *err);
+    /* y (n_tok, n_out) = x (n_tok, n_in) W^T; scratch is the backend's own (sized by matmul_reserve). */
+    ai_status (*matmul)(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
+    /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch. */
+    ai_status (*matmul_reserve)(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err);
+    size_t (*attention_work_size)(void *ctx, const backend_attn *a);
+    ai_status (*attention)(void *ctx, const backend_attn *a, ai_err *err);
+    ai_status (*argmax)(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out, ai_err *err);
+
+    /* Runs fn(arg), which enqueues ops. A GPU backend captures it as a graph the first time a key is
+     * seen and replays the graph afterwards (fn must then enqueue the same ops on the same buffers
+     * for that key; only buffer contents may change). key 0 = never capture. */
+    ai_status (*run)(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_err *err), void *arg, ai_err *err);
+
+    // timing (benchmarks): a monotonic clock in ms that has waited for the ops before it
+    double (*elapsed_ms)(void *ctx);
+} backend_ops;
+
+typedef struct backend {
+    const backend_ops *ops;
+    void *ctx;
+} backend;
+
+/* CPU backend: n_threads 0 = all online cores. */
+ai_status backend_cpu_init(backend *out, int n_threads, ai_err *err);
+
+/* CUDA backend on device `device`. AI_ERR_UNSUPPORTED with the reason when the build has no CUDA or
+ * no device is present. */
+ai_status backend_cuda_init(backend *out, int device, ai_err *err);
+/* A one-line description of the GPU (name, memory, SMs) into buf; false when there is none. */
+bool backend_cuda_describe(int device, char *buf, size_t cap);
+
+void backend_free(backend *b);
+
+#endif

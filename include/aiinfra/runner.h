@@ -1,0 +1,77 @@
+/* runner.h - a model on a backend: weights in backend memory, a paged KV pool, and the batched step.
+ *
+ * One `runner_step` runs a batch of sequences, each contributing q_len new tokens (a prefill chunk
+ * or one decode token), through the model and produces logits for the LAST token of each sequence
+ * only. KV memory is one pool of fixed-size blocks per layer, allocated once; each sequence names
+ * its blocks in a block table (which blocks it owns is the caller's business: the engine's block
+ * manager, or a benchmark's fixed plan). The model code (src/model/step.c) calls only backend ops,
+ * so the same step runs on the CPU and the CUDA backend.
+ *
+ * Memory plan (runner_init, once; nothing is allocated per step):
+ *   weights    as stored (CPU: the mmap itself) or uploaded/generated once on the device
+ *   KV pool    (n_layer, kv_blocks * block_size, n_head_kv * head_dim[_v]) for K and for V, f16 or f32
+ *   arena      activations for max_tokens rows, logits for max_seqs rows, step metadata, attention work
+ */
+#ifndef AIINFRA_RUNNER_H
+#define AIINFRA_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aiinfra/backend.h"
+#include "aiinfra/model.h"
+
+typedef struct runner_params {
+    int32_t max_tokens;   /* new tokens per step at most (prefill chunk budget); 0 = 512 */
+    int32_t max_seqs;     /* sequences per step at most; 0 = 256 */
+    int32_t n_ctx;        /* longest sequence; 0 = min(n_ctx_train, 8192) */
+    int32_t block_size;   /* KV block size in tokens (power of two); 0 = 16 */
+    int64_t kv_blocks;    /* blocks in the pool; 0 = fill kv_mem_frac of free memory (CPU: max_seqs * n_ctx) */
+    float kv_mem_frac;    /* 0 = 0.9 */
+    bool kv_f32;          /* f32 KV (tests); default f16 */
+    bool no_graphs;       /* do not capture decode steps as graphs */
+} runner_params;
+
+/* Synthetic weights: any architecture and size, generated on the backend (no file). */
+typedef struct runner_random {
+    dtype type;           /* weight dtype of the matrices (embeddings too); norms are f32 ones */
+    uint64_t seed;
+    float scale;          /* 0 = 0.035 (uniform, about the std of trained 4k-wide layers) */
+} runner_random;
+
+typedef struct runner runner;
+
+/* Weights from m (uploaded once), or random ones when m is NULL (then rnd is required and cfg gives
+ * the shapes). The runner keeps be and m; both must outlive it. */
+ai_status runner_init(runner **out, backend *be, const model_config *cfg, const model *m, const runner_random *rnd,
+                      const runner_params *p, ai_err *err);
+void runner_free(runner *r);
+
+typedef struct runner_seq {
+    const int32_t *tokens;      /* (q_len) new tokens */
+    int32_t q_len;              /* >= 1 */
+    int32_t seq_len;            /* context after this step: the last new token sits at seq_len - 1 */
+    const int32_t *block_table; /* ceil(seq_len / block_size) block ids < runner_kv_blocks */
+} runner_seq;
+
+/* Runs the step. out_tokens (n_seq, may be NULL): the greedy (argmax) next token of each sequence.
+ * Steps where every sequence has q_len 1 are replayed from captured graphs (one per batch size). */
+ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t *out_tokens, ai_err *err);
+/* Logits of the last step, (n_seq, n_vocab) floats copied into h_out. */
+ai_status runner_logits(runner *r, float *h_out, int32_t n_seq, ai_err *err);
+
+const model_config *runner_config(const runner *r);
+int64_t runner_kv_blocks(const runner *r);
+int32_t runner_block_size(const runner *r);
+int32_t runner_n_ctx(const runner *r);
+/* Bytes of weights a decode step reads (every matrix once; embedding rows not counted), and of the
+ * KV cache per token (all layers, K + V). */
+uint64_t runner_weight_bytes(const runner *r);
+uint64_t runner_kv_bytes_per_token(const runner *r);
+
+/* Shapes of well-known models for synthetic runs: "llama3-8b", "llama-1b", "qwen2-7b",
+ * "smollm2-135m"; names listed in runner_preset_names. */
+ai_status model_config_preset(const char *name, model_config *out, ai_err *err);
+extern const char *const runner_preset_names[];
+
+#endif

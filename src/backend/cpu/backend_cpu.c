@@ -1,0 +1,308 @@
+/* backend_cpu.c - the CPU implementation of the backend op table (include/aiinfra/backend.h).
+ *
+ * Memory is host memory; ops run synchronously on the calling thread and the backend's thread
+ * pool (matmuls and attention), so upload/download are memcpy and sync does nothing. Weights of a
+ * model stay in its mmap (no weight_upload): the matmuls read the GGUF rows in place.
+ * Attention walks each sequence's block table: for the token at position p, key j lives in cache
+ * row block_tables[s][j / block_size] * block_size + j % block_size (softmax in f32, as
+ * model_attend does for the contiguous cache).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aiinfra/backend.h"
+#include "aiinfra/cpu_kernels.h"
+#include "aiinfra/model.h"
+#include "aiinfra/threadpool.h"
+#include "model/model_internal.h"
+
+typedef struct cpu_be {
+    threadpool *pool;
+    cpu_isa isa;
+    void *work;        /* matmul scratch (quantized activations), grown by matmul_reserve */
+    size_t work_size;
+} cpu_be;
+
+static void cb_free(void *ctx)
+{
+    cpu_be *b = ctx;
+    threadpool_free(b->pool);
+    free(b->work);
+    free(b);
+}
+
+static ai_status cb_alloc(void *ctx, size_t bytes, void **out, ai_err *err)
+{
+    *out = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!*out) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
+    return AI_OK;
+}
+static void cb_dealloc(void *ctx, void *p) { free(p); }
+static ai_status cb_copy(void *ctx, void *dst, const void *src, size_t bytes, ai_err *err)
+{
+    memcpy(dst, src, bytes);
+    return AI_OK;
+}
+static ai_status cb_sync(void *ctx, ai_err *err) { return AI_OK; }
+static size_t cb_mem_free(void *ctx) { return 0; }
+
+static size_t cb_weight_bytes(void *ctx, dtype t, int64_t n_out, int64_t n_in)
+{
+    size_t row = 0;
+    if (dtype_row_bytes(t, n_in, &row, NULL) != AI_OK) return 0;
+    return row * (size_t)n_out;
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static ai_status cb_weight_random(void *ctx, const backend_weight *w, uint64_t seed, float scale, ai_err *err)
+{
+    size_t row = cb_weight_bytes(ctx, w->type, 1, w->n_in);
+    float *tmp = malloc((size_t)w->n_in * sizeof(float));
+    if (!tmp) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: out of memory");
+    ai_status st = AI_OK;
+    for (int64_t r = 0; r < w->n_out && st == AI_OK; r++) {
+        for (int64_t i = 0; i < w->n_in; i++) {
+            uint64_t h = splitmix(seed ^ splitmix((uint64_t)(r * w->n_in + i)));
+            tmp[i] = scale * ((float)(h >> 40) / (float)(1 << 23) - 1.0f);
+        }
+        st = dtype_quantize_row(w->type, tmp, (char *)w->data + (size_t)r * row, w->n_in, err);
+    }
+    free(tmp);
+    return st;
+}
+
+static ai_status cb_fill_f32(void *ctx, float *dst, int64_t n, float value, ai_err *err)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = value;
+    return AI_OK;
+}
+
+static ai_status cb_embed(void *ctx, float *out, const backend_weight *table, const int32_t *tokens, int32_t n,
+                          ai_err *err)
+{
+    size_t row = cb_weight_bytes(ctx, table->type, 1, table->n_in);
+    for (int32_t t = 0; t < n; t++) {
+        ai_status st = dtype_dequantize_row(table->type, (const char *)table->data + (size_t)tokens[t] * row,
+                                            out + (size_t)t * (size_t)table->n_in, table->n_in, err);
+        if (st != AI_OK) return st;
+    }
+    return AI_OK;
+}
+
+static ai_status cb_rmsnorm(void *ctx, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
+                           float eps, ai_err *err)
+{
+    for (int32_t r = 0; r < rows; r++) model_rmsnorm(out + (size_t)r * dim, in + (size_t)r * dim, w, dim, eps);
+    return AI_OK;
+}
+
+static ai_status cb_add_rmsnorm(void *ctx, float *x, const float *delta, float *out, const float *w, int32_t rows,
+                               int32_t dim, float eps, ai_err *err)
+{
+    for (size_t i = 0; i < (size_t)rows * (size_t)dim; i++) x[i] += delta[i];
+    return cb_rmsnorm(ctx, out, x, w, rows, dim, eps, err);
+}
+
+static ai_status cb_add_bias(void *ctx, float *y, const float *b, int32_t rows, int32_t n, int64_t row_stride,
+                             ai_err *err)
+{
+    for (int32_t r = 0; r < rows; r++)
+        for (int32_t i = 0; i < n; i++) y[r * row_stride + i] += b[i];
+    return AI_OK;
+}
+
+static ai_status cb_rope(void *ctx, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
+                         int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
+                         int neox, ai_err *err)
+{
+    for (int32_t t = 0; t < n_tok; t++)
+        model_rope(x + t * row_stride, n_heads, head_dim, rope_dim, pos[t], base, freq_scale, factors,
+                   neox ? MODEL_ROPE_NEOX : MODEL_ROPE_NORM);
+    return AI_OK;
+}
+
+static ai_status cb_swiglu(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err)
+{
+    if (out != gate) memcpy(out, gate, (size_t)n * sizeof(float));
+    model_swiglu(out, up, n);
+    return AI_OK;
+}
+
+static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
+                             const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
+                             const int32_t *slot, ai_err *err)
+{
+    for (int32_t t = 0; t < n_tok; t++) {
+        if (slot[t] < 0) continue;
+        size_t s = (size_t)slot[t];
+        if (kv_type == DTYPE_F16) {
+            dtype_f32_to_f16_row(k + t * k_stride, (uint16_t *)k_cache + s * (size_t)kvd, kvd);
+            dtype_f32_to_f16_row(v + t * v_stride, (uint16_t *)v_cache + s * (size_t)kvdv, kvdv);
+        } else {
+            memcpy((float *)k_cache + s * (size_t)kvd, k + t * k_stride, (size_t)kvd * sizeof(float));
+            memcpy((float *)v_cache + s * (size_t)kvdv, v + t * v_stride, (size_t)kvdv * sizeof(float));
+        }
+    }
+    return AI_OK;
+}
+
+static ai_status cb_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
+                                ai_err *err)
+{
+    for (int32_t i = 0; i < n; i++) memcpy(out + (size_t)i * dim, in + (size_t)idx[i] * dim, (size_t)dim * sizeof(float));
+    return AI_OK;
+}
+
+static ai_status cb_matmul_reserve(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err)
+{
+    cpu_be *b = ctx;
+    size_t need;
+    ai_status st = cpu_matmul_work_size(w->type, w->n_in, max_tok, &need, err);
+    if (st != AI_OK || need <= b->work_size) return st;
+    void *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!p) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes of matmul scratch", need);
+    free(b->work);
+    b->work = p;
+    b->work_size = need;
+    return AI_OK;
+}
+
+static ai_status cb_matmul(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
+{
+    cpu_be *b = ctx;
+    return cpu_matmul(b->pool, b->isa, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, b->work, b->work_size, err);
+}
+
+// --- paged attention ------------------------------------------------------------------------
+
+
+static float kv_at(const void *cache, dtype t, size_t i)
+{
+    return t == DTYPE_F16 ? dtype_f16_to_f32(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
+}
+
+static void attn_task(void *ctx, int64_t task, int thread)
+{
+    const backend_attn *a = ctx;
+    int32_t t = (int32_t)(task / a->n_head), h = (int32_t)(task % a->n_head);
+    int32_t lo = 0, hi = a->n_seq - 1; /* the sequence s with q_start[s] <= t < q_start[s+1] */
+    while (lo < hi) {
+        int32_t mid = (lo + hi + 1) / 2;
+        if (a->q_start[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    int32_t s = lo, q_len = a->q_start[s + 1] - a->q_start[s];
+    int32_t p = a->seq_len[s] - q_len + (t - a->q_start[s]);
+    int32_t kvh = h / (a->n_head / a->n_head_kv);
+    size_t kvd = (size_t)a->n_head_kv * (size_t)a->head_dim, kvdv = (size_t)a->n_head_kv * (size_t)a->head_dim_v;
+    const float *q = a->q + t * a->q_stride + (int64_t)h * a->head_dim;
+    float *out = a->out + ((int64_t)t * a->n_head + h) * a->head_dim_v;
+    float *scores = (float *)a->work + (size_t)thread * (size_t)a->max_seq_len;
+    const int32_t *bt = a->block_tables + (size_t)s * (size_t)a->max_blocks;
+    float mx = -INFINITY;
+    for (int32_t j = 0; j <= p; j++) {
+        size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
+        size_t base = row * kvd + (size_t)kvh * (size_t)a->head_dim;
+        float d = 0;
+        for (int32_t i = 0; i < a->head_dim; i++) d += q[i] * kv_at(a->k_cache, a->kv_type, base + (size_t)i);
+        scores[j] = d * a->scale;
+        if (scores[j] > mx) mx = scores[j];
+    }
+    float sum = 0;
+    for (int32_t j = 0; j <= p; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    for (int32_t i = 0; i < a->head_dim_v; i++) out[i] = 0;
+    for (int32_t j = 0; j <= p; j++) {
+        size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
+        size_t base = row * kvdv + (size_t)kvh * (size_t)a->head_dim_v;
+        float w = scores[j] / sum;
+        for (int32_t i = 0; i < a->head_dim_v; i++) out[i] += w * kv_at(a->v_cache, a->kv_type, base + (size_t)i);
+    }
+}
+
+static size_t cb_attention_work_size(void *ctx, const backend_attn *a)
+{
+    cpu_be *b = ctx;
+    return (size_t)threadpool_n_threads(b->pool) * (size_t)a->max_seq_len * sizeof(float);
+}
+
+static ai_status cb_attention(void *ctx, const backend_attn *a, ai_err *err)
+{
+    cpu_be *b = ctx;
+    if (a->work_size < cb_attention_work_size(ctx, a))
+        return ai_err_set(err, AI_ERR_INVALID, "cpu attention: work of %zu bytes is too small", a->work_size);
+    threadpool_run(b->pool, (int64_t)a->n_tok * a->n_head, attn_task, (void *)a);
+    return AI_OK;
+}
+
+static ai_status cb_argmax(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out, ai_err *err)
+{
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *l = logits + (size_t)r * (size_t)n_vocab;
+        int32_t best = 0;
+        for (int32_t i = 1; i < n_vocab; i++)
+            if (l[i] > l[best]) best = i;
+        out[r] = best;
+    }
+    return AI_OK;
+}
+
+static ai_status cb_run(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_err *err), void *arg, ai_err *err)
+{
+    return fn(arg, err);
+}
+
+static double cb_elapsed_ms(void *ctx)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static const backend_ops cpu_ops = {
+    .name = "cpu", .free = cb_free, .alloc = cb_alloc, .dealloc = cb_dealloc, .upload = cb_copy,
+    .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
+    .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
+    .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias, .rope = cb_rope,
+    .swiglu = cb_swiglu, .kv_store = cb_kv_store, .gather_rows = cb_gather_rows, .matmul = cb_matmul,
+    .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
+    .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms,
+};
+
+ai_status backend_cpu_init(backend *out, int n_threads, ai_err *err)
+{
+    *out = (backend){0};
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)(n > 256 ? 256 : n) : 1;
+    }
+    cpu_be *b = calloc(1, sizeof *b);
+    if (!b) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: out of memory");
+    b->isa = cpu_isa_best();
+    ai_status st = threadpool_init(&b->pool, n_threads, err);
+    if (st != AI_OK) {
+        free(b);
+        return st;
+    }
+    out->ops = &cpu_ops;
+    out->ctx = b;
+    return AI_OK;
+}
+
+void backend_free(backend *b)
+{
+    if (b && b->ops) b->ops->free(b->ctx);
+    if (b) *b = (backend){0};
+}

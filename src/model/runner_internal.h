@@ -1,0 +1,42 @@
+/* runner_internal.h - what runner.c (set-up) and step.c (the forward) share. */
+#ifndef AIINFRA_RUNNER_INTERNAL_H
+#define AIINFRA_RUNNER_INTERNAL_H
+
+#include "aiinfra/runner.h"
+
+typedef struct runner_layer {
+    backend_weight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+} runner_layer;
+
+struct runner {
+    backend *be;
+    model_config cfg;
+    const model *m;
+    runner_params p;
+    int32_t max_blocks;          /* block-table columns: ceil(n_ctx / block_size) */
+    runner_layer *layers;        /* (n_layer) */
+    backend_weight tok_embd, output_norm, output;
+    float *rope_factors;         /* backend (rope_dim / 2) or NULL */
+    float freq_scale;
+    void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
+    void *kv;                    /* K of every layer, then V of every layer */
+    size_t kv_k_layer, kv_v_layer; /* bytes per layer */
+    dtype kv_type;
+    void *arena;
+    float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up, *xl, *logits;
+    int32_t *d_meta, *h_meta;    /* step metadata, device and host copies (meta_ints ints) */
+    size_t meta_ints;
+    void *attn_work;
+    size_t attn_work_size;
+    uint64_t weight_bytes;
+
+    /* the step in flight (written by runner_step, read by the step body) */
+    int32_t n_tok, n_seq, max_q, len_bound, bt_cols;
+};
+
+/* Offsets (in ints) of the metadata sections: tokens, pos, slot (max_tokens each), q_start
+ * (max_seqs + 1), seq_len, last, out (max_seqs each), then block tables (max_seqs * max_blocks). */
+enum { META_TOKENS, META_POS, META_SLOT, META_QSTART, META_SEQLEN, META_LAST, META_OUT, META_BT, META_COUNT };
+size_t runner_meta_offset(const runner *r, int section);
+
+#endif

@@ -1,0 +1,174 @@
+/* step.c - the batched forward of the Llama family over backend ops, with a paged KV cache.
+ *
+ * A step takes n_seq sequences with q_len new tokens each (n_tok in all) and computes logits for the
+ * last token of each sequence only (the only row sampling needs; for a 128k vocabulary that row
+ * product is as large as a whole layer's). Per step:
+ *   host:  tokens, positions, cache slots, q_start/seq_len, last-token rows, block tables -> one upload
+ *   x = embed(tokens);  xn = rmsnorm(x) * attn_norm[0]
+ *   per layer: q, k, v = xn W^T (+ bias);  [qwen3: per-head rmsnorm of q, k]; rope(q, k, pos)
+ *              kv_store(k, v -> slots);  att = paged causal GQA attention(q)
+ *              tmp = att Wo^T;  x += tmp, xn = rmsnorm(x) * ffn_norm          (one fused op)
+ *              tmp = (silu(xn Wg^T) * xn Wu^T) Wd^T;  x += tmp, xn = rmsnorm(x) * next norm
+ *   logits (n_seq, n_vocab) = gather(xn, last rows) W_out^T;  next = argmax(logits)
+ * Decode steps (q_len 1 everywhere) go through backend->run with a key per (batch size, context
+ * bucket), so a GPU backend replays one captured graph per step instead of ~10 launches per layer.
+ * The step's launch shapes depend on the key alone: the context bound is rounded up to a power of
+ * two and the block tables are packed with as many columns as that bound needs.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "model/runner_internal.h"
+
+#define TRY(call)                           \
+    do {                                    \
+        ai_status st_ = (call);             \
+        if (st_ != AI_OK) return st_;       \
+    } while (0)
+
+static int32_t *meta(runner *r, int section, bool device)
+{
+    return (device ? r->d_meta : r->h_meta) + runner_meta_offset(r, section);
+}
+
+static ai_status step_body(void *arg, ai_err *err)
+{
+    runner *r = arg;
+    const backend_ops *o = r->be->ops;
+    void *bc = r->be->ctx;
+    const model_config *c = &r->cfg;
+    const int32_t n = r->n_tok, dim = c->dim;
+    const int32_t qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim, kvdv = c->n_head_kv * c->head_dim_v;
+    const int32_t *tok = meta(r, META_TOKENS, true), *pos = meta(r, META_POS, true), *slot = meta(r, META_SLOT, true);
+    const int neox = c->rope_kind == MODEL_ROPE_NEOX;
+    backend_attn at = {.out = r->att, .q = r->q, .q_stride = qd, .kv_type = r->kv_type,
+                       .block_tables = meta(r, META_BT, true), .q_start = meta(r, META_QSTART, true),
+                       .seq_len = meta(r, META_SEQLEN, true), .n_seq = r->n_seq, .n_tok = n,
+                       .max_blocks = r->bt_cols, .max_q_len = r->max_q, .max_seq_len = r->len_bound,
+                       .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
+                       .head_dim_v = c->head_dim_v, .block_size = r->p.block_size, .work = r->attn_work,
+                       .work_size = r->attn_work_size};
+    at.scale = 1.0f / sqrtf((float)c->head_dim);
+
+    TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
+    TRY(o->rmsnorm(bc, r->xn, r->x, r->layers[0].attn_norm.data, n, dim, c->norm_eps, err));
+    for (int32_t il = 0; il < c->n_layer; il++) {
+        const runner_layer *L = &r->layers[il];
+        char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
+        char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
+        TRY(o->matmul(bc, &L->wq, r->xn, n, r->q, err));
+        TRY(o->matmul(bc, &L->wk, r->xn, n, r->k, err));
+        TRY(o->matmul(bc, &L->wv, r->xn, n, r->v, err));
+        if (L->bq.data) {
+            TRY(o->add_bias(bc, r->q, L->bq.data, n, qd, qd, err));
+            TRY(o->add_bias(bc, r->k, L->bk.data, n, kvd, kvd, err));
+            TRY(o->add_bias(bc, r->v, L->bv.data, n, kvdv, kvdv, err));
+        }
+        if (L->q_norm.data) {
+            TRY(o->rmsnorm(bc, r->q, r->q, L->q_norm.data, n * c->n_head, c->head_dim, c->norm_eps, err));
+            TRY(o->rmsnorm(bc, r->k, r->k, L->k_norm.data, n * c->n_head_kv, c->head_dim, c->norm_eps, err));
+        }
+        TRY(o->rope(bc, r->q, n, c->n_head, qd, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
+                    r->rope_factors, neox, err));
+        TRY(o->rope(bc, r->k, n, c->n_head_kv, kvd, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
+                    r->rope_factors, neox, err));
+        TRY(o->kv_store(bc, kc, vc, r->kv_type, r->k, kvd, r->v, kvdv, n, kvd, kvdv, slot, err));
+        at.k_cache = kc;
+        at.v_cache = vc;
+        TRY(o->attention(bc, &at, err));
+        TRY(o->matmul(bc, &L->wo, r->att, n, r->tmp, err));
+        TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, L->ffn_norm.data, n, dim, c->norm_eps, err));
+        TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
+        TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
+        TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
+        TRY(o->matmul(bc, &L->w_down, r->gate, n, r->tmp, err));
+        const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
+        TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
+    }
+    TRY(o->gather_rows(bc, r->xl, r->xn, meta(r, META_LAST, true), r->n_seq, dim, err));
+    TRY(o->matmul(bc, &r->output, r->xl, r->n_seq, r->logits, err));
+    return o->argmax(bc, r->logits, r->n_seq, c->n_vocab, meta(r, META_OUT, true), err);
+}
+
+static int32_t pow2_at_least(int32_t v, int32_t lo)
+{
+    int32_t b = lo;
+    while (b < v) b *= 2;
+    return b;
+}
+
+ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t *out_tokens, ai_err *err)
+{
+    const model_config *c = &r->cfg;
+    const int32_t bs = r->p.block_size;
+    if (n_seq < 1 || n_seq > r->p.max_seqs)
+        return ai_err_set(err, AI_ERR_INVALID, "runner_step: %d sequences, expected 1..%d", n_seq, r->p.max_seqs);
+    int32_t n_tok = 0, max_q = 0, max_len = 0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        const runner_seq *q = &seqs[s];
+        if (q->q_len < 1 || q->seq_len < q->q_len || q->seq_len > r->p.n_ctx)
+            return ai_err_set(err, AI_ERR_RANGE, "runner_step: sequence %d has q_len %d, seq_len %d (context %d)", s,
+                              q->q_len, q->seq_len, r->p.n_ctx);
+        if (q->q_len > r->p.max_tokens - n_tok)
+            return ai_err_set(err, AI_ERR_RANGE, "runner_step: more than %d tokens in one step", r->p.max_tokens);
+        n_tok += q->q_len;
+        if (q->q_len > max_q) max_q = q->q_len;
+        if (q->seq_len > max_len) max_len = q->seq_len;
+    }
+    int32_t bound = pow2_at_least(max_len, 64);
+    if (bound > r->max_blocks * bs) bound = r->max_blocks * bs;
+    int32_t cols = (bound + bs - 1) / bs;
+
+    int32_t *tok = meta(r, META_TOKENS, false), *pos = meta(r, META_POS, false), *slot = meta(r, META_SLOT, false);
+    int32_t *qs = meta(r, META_QSTART, false), *sl = meta(r, META_SEQLEN, false), *last = meta(r, META_LAST, false);
+    int32_t *bt = meta(r, META_BT, false);
+    int32_t t = 0;
+    for (int32_t s = 0; s < n_seq; s++) {
+        const runner_seq *q = &seqs[s];
+        int32_t nb = (q->seq_len + bs - 1) / bs;
+        for (int32_t j = 0; j < nb; j++) {
+            int32_t b = q->block_table[j];
+            if (b < 0 || b >= r->p.kv_blocks)
+                return ai_err_set(err, AI_ERR_RANGE, "runner_step: sequence %d names block %d (pool of %lld)", s, b,
+                                  (long long)r->p.kv_blocks);
+            bt[(size_t)s * cols + j] = b;
+        }
+        for (int32_t j = nb; j < cols; j++) bt[(size_t)s * cols + j] = 0;
+        qs[s] = t;
+        sl[s] = q->seq_len;
+        for (int32_t i = 0; i < q->q_len; i++, t++) {
+            if (q->tokens[i] < 0 || q->tokens[i] >= c->n_vocab)
+                return ai_err_set(err, AI_ERR_RANGE, "runner_step: token id %d is outside the vocabulary [0, %d)",
+                                  q->tokens[i], c->n_vocab);
+            int32_t p = q->seq_len - q->q_len + i;
+            tok[t] = q->tokens[i];
+            pos[t] = p;
+            slot[t] = q->block_table[p / bs] * bs + p % bs;
+        }
+        last[s] = t - 1;
+    }
+    qs[n_seq] = t;
+    r->n_tok = n_tok;
+    r->n_seq = n_seq;
+    r->max_q = max_q;
+    r->len_bound = bound;
+    r->bt_cols = cols;
+
+    const backend_ops *o = r->be->ops;
+    size_t up = runner_meta_offset(r, META_BT) + (size_t)n_seq * (size_t)cols;
+    TRY(o->upload(r->be->ctx, r->d_meta, r->h_meta, up * sizeof(int32_t), err));
+    uint64_t key = 0;
+    if (max_q == 1 && !r->p.no_graphs) key = (1ull << 63) | ((uint64_t)n_seq << 32) | (uint64_t)bound;
+    TRY(o->run(r->be->ctx, key, step_body, r, err));
+    if (out_tokens)
+        TRY(o->download(r->be->ctx, out_tokens, meta(r, META_OUT, true), (size_t)n_seq * sizeof(int32_t), err));
+    return AI_OK;
+}
+
+ai_status runner_logits(runner *r, float *h_out, int32_t n_seq, ai_err *err)
+{
+    if (n_seq < 1 || n_seq > r->n_seq)
+        return ai_err_set(err, AI_ERR_INVALID, "runner_logits: %d rows, the last step had %d", n_seq, r->n_seq);
+    return r->be->ops->download(r->be->ctx, h_out, r->logits, (size_t)n_seq * (size_t)r->cfg.n_vocab * sizeof(float),
+                                err);
+}

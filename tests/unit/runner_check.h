@@ -1,0 +1,116 @@
+/* runner_check.h - the batched, paged step (runner_step) against the one-sequence forward
+ * (model_forward), shared by test_runner.c (CPU backend) and test_cuda_runner.c (CUDA backend).
+ *
+ * Two sequences go through mixed steps: prefill chunks of different lengths in one step, a chunk of
+ * one sequence beside a decode token of the other, then decode steps for both; their blocks are
+ * interleaved in the pool in a shuffled order (block_size 4, so a few tokens span several blocks).
+ * After every step the logits of each sequence's last token must match model_forward run on that
+ * sequence alone with a contiguous f32 cache, within rel_tol (max |diff| / max |ref|), and the
+ * greedy token must be the same whenever the reference's top two logits are apart by more than the
+ * tolerance.
+ */
+#ifndef AIINFRA_RUNNER_CHECK_H
+#define AIINFRA_RUNNER_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aiinfra/backend.h"
+#include "aiinfra/model.h"
+#include "aiinfra/runner.h"
+
+#define RC_NSEQ 2
+#define RC_LEN 24
+
+static void runner_check(backend *be, const char *path, bool kv_f32, double rel_tol)
+{
+    ai_err err = {0};
+    model *m = NULL;
+    if (model_open(&m, path, &err) != AI_OK) fail_msg("%s", err.msg);
+    const model_config *c = &m->cfg;
+    runner *r = NULL;
+    runner_params rp = {.max_tokens = 16, .max_seqs = 4, .n_ctx = 64, .block_size = 4, .kv_blocks = 40,
+                        .kv_f32 = kv_f32};
+    if (runner_init(&r, be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("runner_init: %s", err.msg);
+    model_ctx *ref[RC_NSEQ];
+    for (int s = 0; s < RC_NSEQ; s++) {
+        model_ctx_params mp = {.n_ctx = 64, .n_batch = 16, .n_threads = 2};
+        if (model_ctx_init(&ref[s], m, &mp, &err) != AI_OK) fail_msg("%s", err.msg);
+    }
+    /* tokens and a shuffled, interleaved block plan: sequence s owns blocks perm[s + 2j] */
+    int32_t toks[RC_NSEQ][RC_LEN], bt[RC_NSEQ][16], perm[40];
+    uint64_t x = 0x1234567ull;
+    for (int s = 0; s < RC_NSEQ; s++)
+        for (int i = 0; i < RC_LEN; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            toks[s][i] = (int32_t)((x >> 33) % (uint64_t)c->n_vocab);
+        }
+    for (int i = 0; i < 40; i++) perm[i] = i;
+    for (int i = 39; i > 0; i--) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((x >> 33) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int s = 0; s < RC_NSEQ; s++)
+        for (int j = 0; j < 16; j++) bt[s][j] = perm[s + 2 * j];
+
+    /* steps: new tokens per sequence (0 = the sequence sits this step out) */
+    static const int plan[][RC_NSEQ] = {{5, 3}, {1, 6}, {7, 1}, {1, 1}, {1, 1}, {0, 5}, {1, 1}, {3, 1}, {1, 1}};
+    int done[RC_NSEQ] = {0};
+    float *logits = malloc((size_t)RC_NSEQ * (size_t)c->n_vocab * sizeof(float));
+    assert_non_null(logits);
+    double worst = 0;
+    for (size_t st = 0; st < sizeof plan / sizeof plan[0]; st++) {
+        runner_seq seqs[RC_NSEQ];
+        int idx[RC_NSEQ], n = 0;
+        for (int s = 0; s < RC_NSEQ; s++) {
+            if (!plan[st][s]) continue;
+            seqs[n] = (runner_seq){.tokens = toks[s] + done[s], .q_len = plan[st][s],
+                                   .seq_len = done[s] + plan[st][s], .block_table = bt[s]};
+            idx[n++] = s;
+        }
+        int32_t next[RC_NSEQ];
+        if (runner_step(r, seqs, n, next, &err) != AI_OK) fail_msg("step %zu: %s", st, err.msg);
+        if (runner_logits(r, logits, n, &err) != AI_OK) fail_msg("%s", err.msg);
+        for (int i = 0; i < n; i++) {
+            int s = idx[i];
+            if (model_forward(ref[s], toks[s] + done[s], plan[st][s], done[s], &err) != AI_OK) fail_msg("%s", err.msg);
+            const float *want = model_logits(ref[s], NULL), *got = logits + (size_t)i * (size_t)c->n_vocab;
+            double md = 0, mr = 0;
+            int32_t top = 0, second = -1;
+            for (int32_t v = 0; v < c->n_vocab; v++) {
+                if (isnan(got[v])) fail_msg("step %zu seq %d: NaN logit at %d", st, s, v);
+                double d = fabs((double)got[v] - want[v]);
+                if (d > md) md = d;
+                if (fabs(want[v]) > mr) mr = fabs(want[v]);
+                if (want[v] > want[top]) top = v;
+            }
+            for (int32_t v = 0; v < c->n_vocab; v++)
+                if (v != top && (second < 0 || want[v] > want[second])) second = v;
+            double rel = md / (mr > 0 ? mr : 1);
+            if (rel > worst) worst = rel;
+            if (rel > rel_tol)
+                fail_msg("%s step %zu seq %d: max |logit diff| %.3g = %.3g relative (tolerance %.1g)", path, st, s, md,
+                         rel, rel_tol);
+            if (want[top] - want[second] > 4 * rel_tol * mr && next[i] != top)
+                fail_msg("%s step %zu seq %d: greedy token %d, reference %d", path, st, s, next[i], top);
+            done[s] += plan[st][s];
+        }
+    }
+    printf("  %s (%s, kv %s): worst relative logit error %.2g over %zu steps\n", path, be->ops->name,
+           kv_f32 ? "f32" : "f16", worst, sizeof plan / sizeof plan[0]);
+    free(logits);
+    for (int s = 0; s < RC_NSEQ; s++) model_ctx_free(ref[s]);
+    runner_free(r);
+    model_close(m);
+}
+
+static const char *const runner_check_models[] = {
+    "tests/fixtures/hf/llama", "tests/fixtures/hf/llama3_rope", "tests/fixtures/hf/llama_bf16",
+    "tests/fixtures/hf/mistral", "tests/fixtures/hf/qwen2", "tests/fixtures/hf/qwen3", "tests/fixtures/hf/smollm",
+    NULL};
+
+#endif
