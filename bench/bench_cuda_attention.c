@@ -1,0 +1,302 @@
+/* bench_cuda_attention.c - speed of cuk_attention on Llama-3-8B heads (32 q heads, 8 kv heads,
+ * d 128, f16 cache, block 16) against ceilings measured in the same run.
+ *
+ *   decode  (q_len 1): 1 x 32k, 8 x 8k, 64 x 1k, 256 x 1k contexts -> GB/s of K+V read, against the
+ *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written);
+ *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
+ *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate).
+ * Each figure is the median of 20 runs timed with CUDA events; a 256 MB memset runs between runs so L2
+ * (50 MB) never serves the cache. Block tables are random permutations of all blocks (paged, out of
+ * order); cache contents are random f16 in [-1, 1] (a 64 MB random pattern, tiled).
+ * Usage: bench_cuda_attention            (prints "skipped: no CUDA device" where there is none)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef AIINFRA_CUDA
+int main(void)
+{
+    printf("skipped: built without CUDA\n");
+    return 0;
+}
+#else
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "aiinfra/dtype.h"
+#include "backend/cuda/cuda_kernels.h"
+
+#define RUNS 20
+#define CK(call)                                                                                    \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+#define CKL(call)                                                                                   \
+    do {                                                                                            \
+        cublasStatus_t e_ = (call);                                                                 \
+        if (e_ != CUBLAS_STATUS_SUCCESS) {                                                          \
+            fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)e_);    \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+static float randf(void)
+{
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (float)((rng * 0x2545F4914F6CDD1DULL) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+static int cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void *flush_buf;
+static const size_t flush_bytes = 256u << 20;
+
+/* Fills n bytes of device memory with a tiled 64 MB random f16 (or bf16) pattern. */
+static void fill_random16(void *d, size_t n, int bf16)
+{
+    static void *pat = NULL;
+    static int pat_bf16 = -1;
+    const size_t pb = 64u << 20;
+    if (!pat || pat_bf16 != bf16) {
+        uint16_t *h = malloc(pb);
+        for (size_t i = 0; i < pb / 2; i++) h[i] = bf16 ? dtype_f32_to_bf16(randf()) : dtype_f32_to_f16(randf());
+        if (!pat) CK(cudaMalloc(&pat, pb));
+        CK(cudaMemcpy(pat, h, pb, cudaMemcpyHostToDevice));
+        free(h);
+        pat_bf16 = bf16;
+    }
+    for (size_t off = 0; off < n; off += pb) CK(cudaMemcpy((char *)d + off, pat, n - off < pb ? n - off : pb, cudaMemcpyDeviceToDevice));
+}
+
+typedef void (*run_fn)(void *ctx);
+
+/* Median milliseconds of RUNS timed calls, L2 flushed before each. */
+static float time_median(run_fn fn, void *ctx, int flush)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) fn(ctx);
+    float ms[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        if (flush) CK(cudaMemsetAsync(flush_buf, i & 0xFF, flush_bytes, 0));
+        CK(cudaEventRecord(e0, 0));
+        fn(ctx);
+        CK(cudaEventRecord(e1, 0));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    CK(cudaGetLastError());
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    qsort(ms, RUNS, sizeof(float), cmpf);
+    return ms[RUNS / 2];
+}
+
+typedef struct copy_ctx { void *dst, *src; size_t n; } copy_ctx;
+static void run_copy(void *c)
+{
+    copy_ctx *x = c;
+    CK(cudaMemcpyAsync(x->dst, x->src, x->n, cudaMemcpyDeviceToDevice, 0));
+}
+
+typedef struct gemm_ctx {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    void *a, *b, *c, *ws;
+    size_t ws_size;
+} gemm_ctx;
+static void run_gemm(void *p)
+{
+    gemm_ctx *g = p;
+    float alpha = 1.f, beta = 0.f;
+    CKL(cublasLtMatmul(g->lt, g->op, &alpha, g->a, g->la, g->b, g->lb, &beta, g->c, g->lc, g->c, g->lc, &g->algo, g->ws,
+                       g->ws_size, 0));
+}
+
+static double gemm_tflops(void)
+{
+    const int n = 8192;
+    gemm_ctx g = {0};
+    const size_t mb = (size_t)n * n * 2;
+    CK(cudaMalloc(&g.a, mb));
+    CK(cudaMalloc(&g.b, mb));
+    CK(cudaMalloc(&g.c, mb));
+    g.ws_size = 64u << 20;
+    CK(cudaMalloc(&g.ws, g.ws_size));
+    fill_random16(g.a, mb, 1);
+    fill_random16(g.b, mb, 1);
+    CKL(cublasLtCreate(&g.lt));
+    CKL(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CKL(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CKL(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CKL(cublasLtMatrixLayoutCreate(&g.la, CUDA_R_16BF, n, n, n));
+    CKL(cublasLtMatrixLayoutCreate(&g.lb, CUDA_R_16BF, n, n, n));
+    CKL(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16BF, n, n, n));
+    cublasLtMatmulPreference_t pref;
+    CKL(cublasLtMatmulPreferenceCreate(&pref));
+    CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_size,
+                                             sizeof g.ws_size));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    CKL(cublasLtMatmulAlgoGetHeuristic(g.lt, g.op, g.la, g.lb, g.lc, g.lc, pref, 1, &res, &nres));
+    if (nres < 1) {
+        fprintf(stderr, "cublasLt: no algorithm\n");
+        exit(1);
+    }
+    g.algo = res.algo;
+    float ms = time_median(run_gemm, &g, 0);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(g.la);
+    cublasLtMatrixLayoutDestroy(g.lb);
+    cublasLtMatrixLayoutDestroy(g.lc);
+    cublasLtMatmulDescDestroy(g.op);
+    cublasLtDestroy(g.lt);
+    cudaFree(g.a);
+    cudaFree(g.b);
+    cudaFree(g.c);
+    cudaFree(g.ws);
+    return 2.0 * n * n * (double)n / (ms * 1e-3) / 1e12;
+}
+
+typedef struct attn_ctx { cuk_attn_args a; } attn_ctx;
+static void run_attn(void *p)
+{
+    attn_ctx *c = p;
+    ai_err err = {0};
+    if (cuk_attention(NULL, &c->a, &err) != AI_OK) {
+        fprintf(stderr, "cuk_attention: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+/* One configuration: n_seq sequences of ctx keys each, q_len queries each (1 = decode). Returns ms. */
+static float bench_attn(int n_seq, int ctx, int q_len, double *kv_bytes)
+{
+    const int n_head = 32, n_kv = 8, d = 128, bs = 16;
+    const int nb = (ctx + bs - 1) / bs, n_blocks = n_seq * nb;
+    const size_t row = (size_t)n_kv * d * 2, cache = (size_t)n_blocks * bs * row;
+    int32_t *perm = malloc(sizeof(int32_t) * n_blocks);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = (int)((uint64_t)((randf() + 1.f) * 0.5f * (float)(i + 1)));
+        if (j > i) j = i;
+        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    const int n_tok = n_seq * q_len;
+    int32_t *qs = malloc(sizeof(int32_t) * (n_seq + 1)), *sl = malloc(sizeof(int32_t) * n_seq);
+    for (int s = 0; s <= n_seq; s++) qs[s] = s * q_len;
+    for (int s = 0; s < n_seq; s++) sl[s] = ctx;
+    float *hq = malloc(sizeof(float) * (size_t)n_tok * n_head * d);
+    for (size_t i = 0; i < (size_t)n_tok * n_head * d; i++) hq[i] = randf();
+    attn_ctx c;
+    memset(&c, 0, sizeof c);
+    cuk_attn_args *a = &c.a;
+    void *k, *v, *q, *o, *bt, *dqs, *dsl;
+    CK(cudaMalloc(&k, cache));
+    CK(cudaMalloc(&v, cache));
+    fill_random16(k, cache, 0);
+    fill_random16(v, cache, 0);
+    CK(cudaMalloc(&q, sizeof(float) * (size_t)n_tok * n_head * d));
+    CK(cudaMemcpy(q, hq, sizeof(float) * (size_t)n_tok * n_head * d, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&o, sizeof(float) * (size_t)n_tok * n_head * d));
+    CK(cudaMalloc(&bt, sizeof(int32_t) * n_blocks));
+    CK(cudaMemcpy(bt, perm, sizeof(int32_t) * n_blocks, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dqs, sizeof(int32_t) * (n_seq + 1)));
+    CK(cudaMemcpy(dqs, qs, sizeof(int32_t) * (n_seq + 1), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dsl, sizeof(int32_t) * n_seq));
+    CK(cudaMemcpy(dsl, sl, sizeof(int32_t) * n_seq, cudaMemcpyHostToDevice));
+    a->out = o;
+    a->q = q;
+    a->q_stride = n_head * d;
+    a->k_cache = k;
+    a->v_cache = v;
+    a->kv_type = DTYPE_F16;
+    a->block_tables = bt;
+    a->q_start = dqs;
+    a->seq_len = dsl;
+    a->n_seq = n_seq;
+    a->n_tok = n_tok;
+    a->max_blocks = nb;
+    a->max_q_len = q_len;
+    a->max_seq_len = ctx;
+    a->n_head = n_head;
+    a->n_head_kv = n_kv;
+    a->head_dim = a->head_dim_v = d;
+    a->block_size = bs;
+    a->scale = 0.08838834764831845f;
+    a->work_size = cuk_attention_work_size(a);
+    if (a->work_size) CK(cudaMalloc(&a->work, a->work_size));
+    float ms = time_median(run_attn, &c, 1);
+    *kv_bytes = 2.0 * (double)n_seq * ctx * row;
+    cudaFree(k); cudaFree(v); cudaFree(q); cudaFree(o); cudaFree(bt); cudaFree(dqs); cudaFree(dsl);
+    if (a->work) cudaFree(a->work);
+    free(perm); free(qs); free(sl); free(hq);
+    return ms;
+}
+
+int main(void)
+{
+    int n_dev = 0;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev < 1) {
+        printf("skipped: no CUDA device (%s)\n", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaMalloc(&flush_buf, flush_bytes));
+
+    copy_ctx cp = {0};
+    cp.n = (size_t)2 << 30;
+    CK(cudaMalloc(&cp.dst, cp.n));
+    CK(cudaMalloc(&cp.src, cp.n));
+    CK(cudaMemset(cp.src, 1, cp.n));
+    const double copy_gbs = 2.0 * cp.n / (time_median(run_copy, &cp, 0) * 1e-3) / 1e9;
+    cudaFree(cp.dst);
+    cudaFree(cp.src);
+    const double gemm = gemm_tflops();
+    printf("device %s, %d SMs; ceilings: copy %.0f GB/s (2 GB D2D, read+write), cuBLASLt bf16 8192^3 %.0f TFLOP/s\n",
+           prop.name, prop.multiProcessorCount, copy_gbs, gemm);
+    printf("Llama-3-8B heads: 32 q / 8 kv, d 128, f16 cache, block 16, shuffled block tables; median of %d\n", RUNS);
+
+    static const int dec[][2] = {{1, 32768}, {8, 8192}, {64, 1024}, {256, 1024}};
+    printf("%-26s %10s %10s %8s\n", "decode", "us", "GB/s", "of copy");
+    for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
+        double bytes;
+        float ms = bench_attn(dec[i][0], dec[i][1], 1, &bytes);
+        double gbs = bytes / (ms * 1e-3) / 1e9;
+        char name[64];
+        snprintf(name, sizeof name, "%d x %d", dec[i][0], dec[i][1]);
+        printf("%-26s %10.1f %10.0f %7.1f%%\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+    }
+    static const int pre[][2] = {{1, 4096}, {8, 512}};
+    printf("%-26s %10s %10s %8s\n", "prefill (causal)", "us", "TFLOP/s", "of GEMM");
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        double bytes;
+        float ms = bench_attn(pre[i][0], pre[i][1], pre[i][1], &bytes);
+        const double s = pre[i][1];
+        double flop = pre[i][0] * 4.0 * s * s * 128 * 32 / 2;
+        double tf = flop / (ms * 1e-3) / 1e12;
+        char name[64];
+        snprintf(name, sizeof name, "%d x %d", pre[i][0], pre[i][1]);
+        printf("%-26s %10.1f %10.1f %7.1f%%\n", name, ms * 1e3, tf, 100.0 * tf / gemm);
+    }
+    cudaFree(flush_buf);
+    return 0;
+}
+#endif

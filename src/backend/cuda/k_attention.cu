@@ -1,0 +1,156 @@
+/* k_attention.cu - attention over a paged KV cache: argument checks, dispatch, and the generic
+ * kernel (any head_dim <= 256, f16 or f32 cache) that backs every case the fast paths skip.
+ *
+ * Dispatch (cuk_attention):
+ *   max_q_len == 1, f16, d = dv in {64, 128}, group <= 16  -> split-KV decode (k_attn_decode.cu)
+ *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
+ *   anything else                                            -> kattn_generic (this file)
+ * The generic kernel is one CTA of 128 threads per (query row, head): it walks the keys in chunks
+ * of 128 (one score per thread), keeps the online-softmax max and sum in fp32 (natural exp, not
+ * the approximate exp2, so it doubles as an f32 reference on the GPU) and accumulates P.V with
+ * each thread owning head dims tid and tid + 128. Slow (K rows are read per thread, uncoalesced)
+ * but simple enough to be obviously right.
+ */
+#include "backend/cuda/k_attn.h"
+
+#include "backend/cuda/cuda_check.h"
+
+template <typename T> static __device__ __forceinline__ float kattn_ld(const T *p);
+template <> __device__ __forceinline__ float kattn_ld<float>(const float *p) { return __ldg(p); }
+template <> __device__ __forceinline__ float kattn_ld<__half>(const __half *p) { return __half2float(__ldg(p)); }
+
+/* Reduction over the 128 threads (4 warps); red: 4 floats of shared memory. */
+static __device__ __forceinline__ float kattn_block_reduce(float v, float *red, bool is_max)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, w) : v + w;
+    }
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < 4; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    __syncthreads();
+    return r;
+}
+
+template <typename KT> __global__ void __launch_bounds__(128) kattn_generic(const cuk_attn_args a)
+{
+    __shared__ float qs[256];
+    __shared__ float ps[128];
+    __shared__ float red[4];
+    const int t = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+    const int s = kattn_find_seq(a.q_start, a.n_seq, t);
+    const int qb = a.q_start[s], q_len = a.q_start[s + 1] - qb;
+    if (t < qb || t >= qb + q_len) return;
+    const int seq_len = a.seq_len[s];
+    const int pos = seq_len - q_len + (t - qb);
+    const int n_keys = min(pos + 1, seq_len);
+    const int D = a.head_dim, Dv = a.head_dim_v, bs = a.block_size;
+    float *o = a.out + (size_t)t * a.n_head * Dv + (size_t)h * Dv;
+    if (n_keys <= 0) {
+        for (int d = tid; d < Dv; d += 128) o[d] = 0.f;
+        return;
+    }
+    const int kvh = h / (a.n_head / a.n_head_kv);
+    const float *qp = a.q + (size_t)t * a.q_stride + (size_t)h * D;
+    for (int d = tid; d < D; d += 128) qs[d] = qp[d] * a.scale;
+    __syncthreads();
+    const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
+    const KT *kc = (const KT *)a.k_cache + (size_t)kvh * D;
+    const KT *vc = (const KT *)a.v_cache + (size_t)kvh * Dv;
+    const size_t krow = (size_t)a.n_head_kv * D, vrow = (size_t)a.n_head_kv * Dv;
+    float m = -INFINITY, l = 0.f, acc0 = 0.f, acc1 = 0.f;
+    for (int k0 = 0; k0 < n_keys; k0 += 128) {
+        const int j = k0 + tid;
+        float sc = -INFINITY;
+        if (j < n_keys) {
+            const size_t slot = (size_t)bt[j / bs] * bs + j % bs;
+            const KT *kr = kc + slot * krow;
+            float dot = 0.f;
+            for (int i = 0; i < D; i++) dot = fmaf(qs[i], kattn_ld(kr + i), dot);
+            sc = dot;
+        }
+        const float m_new = fmaxf(m, kattn_block_reduce(sc, red, true));
+        const float p = j < n_keys ? expf(sc - m_new) : 0.f;
+        const float corr = expf(m - m_new);
+        ps[tid] = p;
+        l = l * corr + kattn_block_reduce(p, red, false); /* its barriers also publish ps */
+        m = m_new;
+        acc0 *= corr;
+        acc1 *= corr;
+        const int nk = min(128, n_keys - k0);
+        for (int kk = 0; kk < nk; kk++) {
+            const int jj = k0 + kk;
+            const size_t slot = (size_t)bt[jj / bs] * bs + jj % bs;
+            const KT *vr = vc + slot * vrow;
+            const float pk = ps[kk];
+            if (tid < Dv) acc0 = fmaf(pk, kattn_ld(vr + tid), acc0);
+            if (tid + 128 < Dv) acc1 = fmaf(pk, kattn_ld(vr + tid + 128), acc1);
+        }
+        __syncthreads(); /* ps is rewritten by the next chunk */
+    }
+    const float inv = 1.f / l;
+    if (tid < Dv) o[tid] = acc0 * inv;
+    if (tid + 128 < Dv) o[tid + 128] = acc1 * inv;
+}
+
+cudaError_t kattn_generic_launch(cudaStream_t s, const cuk_attn_args *a)
+{
+    dim3 grid((unsigned)a->n_tok, (unsigned)a->n_head);
+    if (a->kv_type == DTYPE_F16) kattn_generic<__half><<<grid, 128, 0, s>>>(*a);
+    else kattn_generic<float><<<grid, 128, 0, s>>>(*a);
+    return cudaGetLastError();
+}
+
+static int kattn_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+static int kattn_use_decode(const cuk_attn_args *a) { return a->max_q_len == 1 && kattn_decode_supported(a); }
+
+static ai_status kattn_check(const cuk_attn_args *a, ai_err *err)
+{
+    const char *w = NULL;
+    if (!a) w = "args is NULL";
+    else if (!a->out || !a->q || !a->k_cache || !a->v_cache || !a->block_tables || !a->q_start || !a->seq_len)
+        w = "NULL pointer (out, q, k_cache, v_cache, block_tables, q_start, seq_len)";
+    else if (a->kv_type != DTYPE_F16 && a->kv_type != DTYPE_F32) w = "kv_type must be f16 or f32";
+    else if (a->n_seq < 1 || a->n_seq > 65535 || a->n_tok < 0) w = "n_seq must be 1..65535, n_tok >= 0";
+    else if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 || a->n_head > 65535)
+        w = "n_head must be a positive multiple of n_head_kv";
+    else if (a->head_dim < 1 || a->head_dim > 256 || a->head_dim_v < 1 || a->head_dim_v > 256)
+        w = "head_dim and head_dim_v must be 1..256";
+    else if (!kattn_pow2(a->block_size) || a->block_size > 4096) w = "block_size must be a power of two";
+    else if (a->max_blocks < 1 || a->max_q_len < 1 || a->max_seq_len < 1 ||
+             (int64_t)a->max_seq_len > (int64_t)a->max_blocks * a->block_size)
+        w = "need max_blocks, max_q_len, max_seq_len >= 1 and max_seq_len <= max_blocks * block_size";
+    else if (a->max_q_len > a->max_seq_len) w = "max_q_len > max_seq_len";
+    else if (a->q_stride < (int64_t)a->n_head * a->head_dim) w = "q_stride < n_head * head_dim";
+    if (w) return ai_err_set(err, AI_ERR_INVALID, "cuk_attention: %s", w);
+    return AI_OK;
+}
+
+extern "C" size_t cuk_attention_work_size(const cuk_attn_args *a)
+{
+    if (!a || kattn_check(a, NULL) != AI_OK || !kattn_use_decode(a)) return 0;
+    return kattn_decode_work_size(a);
+}
+
+extern "C" ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err)
+{
+    ai_status st = kattn_check(a, err);
+    if (st != AI_OK) return st;
+    if (a->n_tok == 0) return AI_OK;
+    cudaStream_t cs = (cudaStream_t)s;
+    if (kattn_use_decode(a)) {
+        size_t need = kattn_decode_work_size(a);
+        if (!a->work || a->work_size < need)
+            return ai_err_set(err, AI_ERR_INVALID, "cuk_attention: work is %zu bytes, decode needs %zu",
+                              a->work ? a->work_size : (size_t)0, need);
+        CUK_TRY(err, kattn_decode_launch(cs, a), "cuk_attention (split-KV decode)");
+    } else if (a->max_q_len > 1 && kattn_prefill_supported(a)) {
+        CUK_TRY(err, kattn_prefill_launch(cs, a), "cuk_attention (flash prefill)");
+    } else {
+        CUK_TRY(err, kattn_generic_launch(cs, a), "cuk_attention (generic)");
+    }
+    return AI_OK;
+}

@@ -1,0 +1,70 @@
+/* k_attn.h - internal interface between the attention files (k_attention.cu dispatches to the
+ * decode kernels in k_attn_decode.cu and the FlashAttention-2 prefill in k_attn_prefill.cu).
+ * Not part of the contract (cuda_kernels.h); CUDA C++ only.
+ *
+ * Invariants shared by all three paths:
+ *  1. Launch shapes depend only on by-value fields of cuk_attn_args (graph capture).
+ *  2. Keys at or beyond seq_len[s] are never read (cp.async zero-fills them), so stale or NaN
+ *     cache rows cannot leak into an output through 0 * NaN.
+ *  3. A query row of sequence s sits at position seq_len - q_len + j and sees keys 0 .. position.
+ */
+#ifndef AIINFRA_K_ATTN_H
+#define AIINFRA_K_ATTN_H
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_kernels.h"
+
+/* Split-KV decode: keys per split are a multiple of this (4 warps x 16-key tiles). */
+#define KATTN_DEC_CHUNK_ALIGN 64
+
+/* Number of KV splits decode uses for these arguments (same answer in work_size and launch). */
+int kattn_decode_splits(const cuk_attn_args *a);
+/* 1 when the decode kernels handle these arguments (f16, d = dv in {64, 128}, group <= 16). */
+int kattn_decode_supported(const cuk_attn_args *a);
+size_t kattn_decode_work_size(const cuk_attn_args *a);
+cudaError_t kattn_decode_launch(cudaStream_t s, const cuk_attn_args *a);
+
+/* 1 when the FA2 prefill kernel handles these arguments (f16, d = dv in {64, 128}, aligned q). */
+int kattn_prefill_supported(const cuk_attn_args *a);
+cudaError_t kattn_prefill_launch(cudaStream_t s, const cuk_attn_args *a);
+
+/* Generic kernel: any head_dim, head_dim_v <= 256, f16 or f32 cache. */
+cudaError_t kattn_generic_launch(cudaStream_t s, const cuk_attn_args *a);
+
+/* 16-byte global -> shared copy (cp.async, L2 only); ok = 0 zero-fills the 16 bytes and reads
+ * nothing (gmem must still be a valid address expression). */
+static __device__ __forceinline__ void kattn_cp16(void *smem, const void *gmem, bool ok)
+{
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    int n = ok ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void kattn_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void kattn_cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* 2^x (ex2.approx: 2^-inf = +0). Scores are kept in the log2 domain (scale * log2 e folded in). */
+static __device__ __forceinline__ float kattn_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#define KATTN_LOG2E 1.4426950408889634f
+
+/* Sequence of query row t: the s with q_start[s] <= t < q_start[s + 1] (binary search). */
+static __device__ __forceinline__ int kattn_find_seq(const int32_t *q_start, int n_seq, int t)
+{
+    int lo = 0, hi = n_seq - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (__ldg(q_start + mid) <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+#endif

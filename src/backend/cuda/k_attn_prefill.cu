@@ -1,0 +1,242 @@
+/* k_attn_prefill.cu - FlashAttention-2 forward over a paged f16 KV cache (q_len > 1, mixed batches),
+ * head_dim = head_dim_v in {64, 128}, tensor cores through mma.sync m16n8k16 (f16 in, f32 accumulate).
+ *
+ * Grid (q tile, head, sequence); the q-tile count comes from the by-value max_q_len, and CTAs whose
+ * tile starts past their sequence's q_len exit, so one launch serves every sequence (varlen) and
+ * the launch does not read device data. Tiles run heaviest first (reversed x) for causal balance.
+ * A CTA is 4 warps, 64 query rows (16 per warp) of one head; GQA maps head h to kv head h / group.
+ *
+ *  - Q: f32 rows scaled by scale * log2 e, rounded to f16 into shared memory, then held in registers
+ *    as mma A fragments (ldmatrix) for the whole key loop.
+ *  - K, V: 64-key tiles gathered row by row through the block table with 16-byte cp.async into a
+ *    two-stage ring (the next tile loads during this one's math); keys >= seq_len are zero-filled.
+ *    Shared rows are swizzled (16-byte chunk c of row r stored at c ^ (r & 7)) so ldmatrix is
+ *    conflict-free.
+ *  - S = Q K^T: ldmatrix (non-transposed) of K rows gives the col-major B fragments directly.
+ *  - online softmax on the accumulators (rows g and g + 8 of the warp; a quad of lanes shares a row),
+ *    exp2 in the log2 domain; the causal mask (key > row position) is applied only on tiles that
+ *    reach past the warp's first row position.
+ *  - O += P V: the S accumulators are repacked into f16 A fragments in registers (FA2), V through
+ *    ldmatrix.trans.
+ * Invariant: every query row sees key 0 in the first tile, so its running max is finite afterwards
+ * (a later, fully masked tile then contributes exp2(-inf) = 0).
+ */
+#include "backend/cuda/k_attn.h"
+
+#define FA_BM 64
+#define FA_BN 64
+
+static __device__ __forceinline__ void fa_ldsm4(uint32_t r[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+static __device__ __forceinline__ void fa_ldsm4_t(uint32_t r[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+static __device__ __forceinline__ void fa_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ uint32_t fa_pack(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+/* Offset in halves of chunk c (8 halves) of row r in a swizzled [rows][D] tile. */
+template <int D> static __device__ __forceinline__ int fa_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
+
+template <int D> struct fa_cfg {
+    static constexpr size_t smem = (size_t)(FA_BM * D + 4 * FA_BN * D) * 2; /* Q, 2 x (K, V) */
+};
+
+template <int D> __global__ void __launch_bounds__(128, 2) kattn_fa2(const cuk_attn_args a)
+{
+    constexpr int CH = D / 8, NB = FA_BN / 8, DB = D / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *Qs = (__half *)smem, *Ks = Qs + FA_BM * D, *Vs = Ks + 2 * FA_BN * D;
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int q0 = a.q_start[s], q_len = a.q_start[s + 1] - q0;
+    const int row0 = qt * FA_BM;
+    if (row0 >= q_len) return;
+    const int seq_len = a.seq_len[s];
+    const int pos0 = seq_len - q_len; /* position of the sequence's query row 0 */
+    const int kv_len = min(seq_len, pos0 + min(row0 + FA_BM, q_len)); /* keys this tile needs */
+    const int kvh = h / (a.n_head / a.n_head_kv);
+
+    /* Q tile -> f16, scaled, swizzled */
+    const float qscale = a.scale * KATTN_LOG2E;
+    for (int i = tid; i < FA_BM * D / 4; i += 128) {
+        const int r = i / (D / 4), d = (i % (D / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row0 + r < q_len) v = *(const float4 *)(a.q + (size_t)(q0 + row0 + r) * a.q_stride + (size_t)h * D + d);
+        __half *dst = Qs + fa_sw<D>(r, d >> 3) + (d & 7);
+        *(__half2 *)dst = __floats2half2_rn(v.x * qscale, v.y * qscale);
+        *(__half2 *)(dst + 2) = __floats2half2_rn(v.z * qscale, v.w * qscale);
+    }
+
+    const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
+    const int bsh = __ffs(a.block_size) - 1, bmask = a.block_size - 1;
+    const __half *kc = (const __half *)a.k_cache, *vc = (const __half *)a.v_cache;
+    const size_t rowsz = (size_t)a.n_head_kv * D;
+    auto load_kv = [&](int kt, int st) {
+        __half *ks = Ks + st * FA_BN * D, *vs = Vs + st * FA_BN * D;
+#pragma unroll
+        for (int i = 0; i < FA_BN * CH / 128; i++) {
+            const int c = tid + 128 * i, r = c / CH, part = c % CH, j = kt * FA_BN + r;
+            const bool ok = j < kv_len;
+            size_t off = 0;
+            if (ok) off = ((size_t)bt[j >> bsh] * a.block_size + (j & bmask)) * rowsz + (size_t)kvh * D + part * 8;
+            const int so = fa_sw<D>(r, part);
+            kattn_cp16(ks + so, kc + off, ok);
+            kattn_cp16(vs + so, vc + off, ok);
+        }
+        kattn_cp_commit();
+    };
+
+    const int n_kt = kv_len > 0 ? (kv_len + FA_BN - 1) / FA_BN : 0;
+    if (n_kt > 0) load_kv(0, 0);
+    __syncthreads(); /* Q tile written */
+
+    uint32_t qf[D / 16][4];
+    {
+        const int r = warp * 16 + (lane & 15);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) fa_ldsm4(qf[kk], Qs + fa_sw<D>(r, kk * 2 + (lane >> 4)));
+    }
+    float o[DB][4];
+#pragma unroll
+    for (int i = 0; i < DB; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    const int wpos = pos0 + row0 + warp * 16;  /* first row position of this warp */
+    const int rp0 = wpos + (lane >> 2), rp1 = rp0 + 8;
+
+    for (int kt = 0; kt < n_kt; kt++) {
+        const int st = kt & 1;
+        if (kt + 1 < n_kt) {
+            load_kv(kt + 1, st ^ 1);
+            kattn_cp_wait<1>();
+        } else {
+            kattn_cp_wait<0>();
+        }
+        __syncthreads();
+        const __half *ks = Ks + st * FA_BN * D, *vs = Vs + st * FA_BN * D;
+
+        float sc[NB][4];
+#pragma unroll
+        for (int i = 0; i < NB; i++) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+            for (int nb2 = 0; nb2 < NB / 2; nb2++) {
+                uint32_t b[4];
+                const int r = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+                fa_ldsm4(b, ks + fa_sw<D>(r, kk * 2 + ((lane >> 3) & 1)));
+                fa_mma(sc[2 * nb2], qf[kk], b[0], b[1]);
+                fa_mma(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
+            }
+        }
+        const int kbase = kt * FA_BN;
+        if (kbase + FA_BN - 1 > wpos) {
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+                const int key = kbase + nb * 8 + 2 * (lane & 3);
+                if (key > rp0) sc[nb][0] = -INFINITY;
+                if (key + 1 > rp0) sc[nb][1] = -INFINITY;
+                if (key > rp1) sc[nb][2] = -INFINITY;
+                if (key + 1 > rp1) sc[nb][3] = -INFINITY;
+            }
+        }
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            mx0 = fmaxf(mx0, fmaxf(sc[nb][0], sc[nb][1]));
+            mx1 = fmaxf(mx1, fmaxf(sc[nb][2], sc[nb][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float ms0 = mx0 == -INFINITY ? 0.f : mx0, ms1 = mx1 == -INFINITY ? 0.f : mx1;
+        const float c0 = kattn_exp2(m0 - ms0), c1 = kattn_exp2(m1 - ms1);
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int i = 0; i < DB; i++) {
+            o[i][0] *= c0;
+            o[i][1] *= c0;
+            o[i][2] *= c1;
+            o[i][3] *= c1;
+        }
+#pragma unroll
+        for (int kk = 0; kk < FA_BN / 16; kk++) {
+            float p[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = kattn_exp2(sc[2 * kk][e] - (e < 2 ? ms0 : ms1));
+                p[4 + e] = kattn_exp2(sc[2 * kk + 1][e] - (e < 2 ? ms0 : ms1));
+            }
+            l0 += p[0] + p[1] + p[4] + p[5];
+            l1 += p[2] + p[3] + p[6] + p[7];
+            uint32_t pa[4] = {fa_pack(p[0], p[1]), fa_pack(p[2], p[3]), fa_pack(p[4], p[5]), fa_pack(p[6], p[7])};
+#pragma unroll
+            for (int db2 = 0; db2 < DB / 2; db2++) {
+                uint32_t b[4];
+                const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                fa_ldsm4_t(b, vs + fa_sw<D>(r, db2 * 2 + (lane >> 4)));
+                fa_mma(o[2 * db2], pa, b[0], b[1]);
+                fa_mma(o[2 * db2 + 1], pa, b[2], b[3]);
+            }
+        }
+        __syncthreads(); /* this stage is refilled two tiles later */
+    }
+
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    const int r0 = row0 + warp * 16 + (lane >> 2), r1 = r0 + 8;
+    const size_t ostride = (size_t)a.n_head * D;
+    float *out0 = a.out + (size_t)(q0 + r0) * ostride + (size_t)h * D + 2 * (lane & 3);
+    float *out1 = out0 + 8 * ostride;
+#pragma unroll
+    for (int i = 0; i < DB; i++) {
+        if (r0 < q_len) *(float2 *)(out0 + i * 8) = make_float2(o[i][0] * i0, o[i][1] * i0);
+        if (r1 < q_len) *(float2 *)(out1 + i * 8) = make_float2(o[i][2] * i1, o[i][3] * i1);
+    }
+}
+
+int kattn_prefill_supported(const cuk_attn_args *a)
+{
+    return a->kv_type == DTYPE_F16 && a->head_dim == a->head_dim_v && (a->head_dim == 64 || a->head_dim == 128) &&
+           a->q_stride % 4 == 0 && ((uintptr_t)a->q & 15) == 0 && ((uintptr_t)a->out & 7) == 0 &&
+           ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
+}
+
+template <int D> static cudaError_t fa_launch(cudaStream_t st, const cuk_attn_args *a)
+{
+    const size_t sm = fa_cfg<D>::smem;
+    cudaError_t e = cudaFuncSetAttribute(kattn_fa2<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (e != cudaSuccess) return e;
+    dim3 grid((unsigned)((a->max_q_len + FA_BM - 1) / FA_BM), (unsigned)a->n_head, (unsigned)a->n_seq);
+    kattn_fa2<D><<<grid, 128, sm, st>>>(*a);
+    return cudaGetLastError();
+}
+
+cudaError_t kattn_prefill_launch(cudaStream_t st, const cuk_attn_args *a)
+{
+    return a->head_dim == 64 ? fa_launch<64>(st, a) : fa_launch<128>(st, a);
+}
