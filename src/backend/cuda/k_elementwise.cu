@@ -1,0 +1,467 @@
+/* k_elementwise.cu - the memory-bound row and elementwise kernels of the CUDA backend: embedding
+ * lookup (every weight dtype), rmsnorm (alone and fused with the residual add), bias, RoPE, SwiGLU,
+ * the paged KV-cache store, row gather and fill.
+ *
+ * Design:
+ *   - Everything here moves bytes and does almost no arithmetic, so the kernels aim at the copy
+ *     roofline: 16-byte (float4) loads and stores where the sizes and pointers allow it, a scalar
+ *     path otherwise, and enough blocks to fill the chip.
+ *   - rmsnorm keeps a row in registers (up to 4 float4 per thread, 1024 threads: dim <= 16384) so
+ *     each input byte is read once; the sum of squares is a warp-shuffle reduction then one across
+ *     warps through shared memory. Other dims take a scalar two-pass path (reads twice, from L1/L2).
+ *   - RoPE matches model_rope (src/model/ops.c) operation for operation: theta_scale comes from the
+ *     HOST's powf (so it is the same float as the CPU's), the angles are the same running product
+ *     theta *= theta_scale in float (computed once per token by one thread into shared memory),
+ *     th = freq_scale * (theta / factor), cosf/sinf (CUDA's full-range versions, <= 2 ulp), and the
+ *     two fmaf of the CPU code. So the outputs agree with the CPU to a few ulp at any position.
+ *
+ * Invariants:
+ *   1. launch shapes depend only on by-value arguments (graph-capturable);
+ *   2. no kernel reads or writes past n / rows * dim; sizes of 0 launch nothing;
+ *   3. out may alias in (rmsnorm) and gate (swiglu): each element is read before it is written, by
+ *      the same thread.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+extern "C" {
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+}
+
+#define EW_THREADS 256
+
+static inline int ew_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+static inline unsigned ew_blocks(int64_t n, int per_block)
+{
+    int64_t b = (n + per_block - 1) / per_block;
+    return (unsigned)(b < 65536 * 4 ? (b < 1 ? 1 : b) : 65536 * 4); /* grid-stride beyond this */
+}
+
+// --- fill, add, swiglu -----------------------------------------------------------------------
+
+__global__ void k_fill_f32(float *dst, int64_t n, float v)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = v;
+}
+
+extern "C" ai_status cuk_fill_f32(cuk_stream s, float *dst, int64_t n, float value, ai_err *err)
+{
+    if (n < 0 || (n > 0 && !dst)) return ai_err_set(err, AI_ERR_INVALID, "cuk_fill_f32: bad arguments (n %lld)", (long long)n);
+    if (n == 0) return AI_OK;
+    k_fill_f32<<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(dst, n, value);
+    CUK_LAUNCHED(err, "cuk_fill_f32");
+    return AI_OK;
+}
+
+/* vec4: x and y 16-byte aligned and n % 4 == 0 (chosen on the host). */
+template <bool VEC4> __global__ void k_add(float *x, const float *y, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (VEC4) {
+        float4 *x4 = (float4 *)x;
+        const float4 *y4 = (const float4 *)y;
+        for (int64_t i = i0; i < n / 4; i += stride) {
+            float4 a = x4[i], b = y4[i];
+            a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
+            x4[i] = a;
+        }
+    } else {
+        for (int64_t i = i0; i < n; i += stride) x[i] += y[i];
+    }
+}
+
+extern "C" ai_status cuk_add(cuk_stream s, float *x, const float *y, int64_t n, ai_err *err)
+{
+    if (n < 0 || (n > 0 && (!x || !y))) return ai_err_set(err, AI_ERR_INVALID, "cuk_add: bad arguments (n %lld)", (long long)n);
+    if (n == 0) return AI_OK;
+    if (n % 4 == 0 && ew_aligned16(x) && ew_aligned16(y))
+        k_add<true><<<ew_blocks(n / 4, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(x, y, n);
+    else
+        k_add<false><<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(x, y, n);
+    CUK_LAUNCHED(err, "cuk_add");
+    return AI_OK;
+}
+
+__device__ __forceinline__ float ew_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+template <bool VEC4> __global__ void k_swiglu(float *out, const float *gate, const float *up, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (VEC4) {
+        for (int64_t i = i0; i < n / 4; i += stride) {
+            float4 g = ((const float4 *)gate)[i], u = ((const float4 *)up)[i];
+            g.x = ew_silu_mul(g.x, u.x); g.y = ew_silu_mul(g.y, u.y);
+            g.z = ew_silu_mul(g.z, u.z); g.w = ew_silu_mul(g.w, u.w);
+            ((float4 *)out)[i] = g;
+        }
+    } else {
+        for (int64_t i = i0; i < n; i += stride) out[i] = ew_silu_mul(gate[i], up[i]);
+    }
+}
+
+extern "C" ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err)
+{
+    if (n < 0 || (n > 0 && (!out || !gate || !up)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_swiglu: bad arguments (n %lld)", (long long)n);
+    if (n == 0) return AI_OK;
+    if (n % 4 == 0 && ew_aligned16(out) && ew_aligned16(gate) && ew_aligned16(up))
+        k_swiglu<true><<<ew_blocks(n / 4, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(out, gate, up, n);
+    else
+        k_swiglu<false><<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(out, gate, up, n);
+    CUK_LAUNCHED(err, "cuk_swiglu");
+    return AI_OK;
+}
+
+__global__ void k_add_bias(float *y, const float *b, int32_t n, int64_t row_stride)
+{
+    float *row = y + (int64_t)blockIdx.y * row_stride;
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) row[i] += b[i];
+}
+
+extern "C" ai_status cuk_add_bias(cuk_stream s, float *y, const float *b, int32_t rows, int32_t n, int64_t row_stride,
+                                  ai_err *err)
+{
+    if (rows < 0 || n < 0 || rows > 65535 || row_stride < n || ((int64_t)rows * n > 0 && (!y || !b)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_add_bias: bad arguments (rows %d, n %d, stride %lld)", rows, n,
+                          (long long)row_stride);
+    if ((int64_t)rows * n == 0) return AI_OK;
+    dim3 grid((n + EW_THREADS - 1) / EW_THREADS, rows);
+    k_add_bias<<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(y, b, n, row_stride);
+    CUK_LAUNCHED(err, "cuk_add_bias");
+    return AI_OK;
+}
+
+// --- rmsnorm -----------------------------------------------------------------------------------
+
+/* Sum of v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result. */
+__device__ float ew_block_sum(float v, float *sh /* >= 33 floats */)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); /* sh may still be read by a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < nw ? sh[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+        if (lane == 0) sh[32] = t;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+#define NORM_VPT 4 /* float4 per thread: 1024 threads * 4 * 4 = 16384 floats per row at most */
+
+/* One block per row; the row stays in registers. ADD: x += delta (written back) first. */
+template <bool ADD>
+__global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, const float *delta, const float *w,
+                                                      int32_t dim, float eps)
+{
+    __shared__ float sh[33];
+    const int64_t base = (int64_t)blockIdx.x * dim;
+    const int32_t d4 = dim / 4;
+    float4 v[NORM_VPT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_VPT; k++) {
+        int32_t j = threadIdx.x + k * blockDim.x;
+        if (j < d4) {
+            v[k] = ((const float4 *)(x + base))[j];
+            if (ADD) {
+                float4 d = ((const float4 *)(delta + base))[j];
+                v[k].x += d.x; v[k].y += d.y; v[k].z += d.z; v[k].w += d.w;
+                ((float4 *)(x + base))[j] = v[k];
+            }
+            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        }
+    }
+    ss = ew_block_sum(ss, sh);
+    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_VPT; k++) {
+        int32_t j = threadIdx.x + k * blockDim.x;
+        if (j < d4) {
+            float4 r = v[k];
+            r.x *= scale; r.y *= scale; r.z *= scale; r.w *= scale;
+            if (w) {
+                float4 g = ((const float4 *)w)[j];
+                r.x *= g.x; r.y *= g.y; r.z *= g.z; r.w *= g.w;
+            }
+            ((float4 *)(out + base))[j] = r;
+        }
+    }
+}
+
+/* Any dim, any alignment: two passes over the row (the second from cache). */
+template <bool ADD>
+__global__ void k_rmsnorm_scalar(float *out, float *x, const float *delta, const float *w, int32_t dim, float eps)
+{
+    __shared__ float sh[33];
+    const int64_t base = (int64_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
+        float a = x[base + j];
+        if (ADD) {
+            a += delta[base + j];
+            x[base + j] = a;
+        }
+        ss += a * a;
+    }
+    ss = ew_block_sum(ss, sh);
+    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
+        float r = x[base + j] * scale;
+        out[base + j] = w ? r * w[j] : r;
+    }
+}
+
+static ai_status ew_rmsnorm(cudaStream_t s, float *out, float *x, const float *delta, const float *w, int32_t rows,
+                            int32_t dim, float eps, const char *name, ai_err *err)
+{
+    if (rows < 0 || dim <= 0 || !(eps >= 0) || (rows > 0 && (!out || !x)))
+        return ai_err_set(err, AI_ERR_INVALID, "%s: bad arguments (rows %d, dim %d, eps %g)", name, rows, dim, (double)eps);
+    if (rows == 0) return AI_OK;
+    const bool add = delta != NULL;
+    int32_t d4 = dim / 4;
+    bool vec = dim % 4 == 0 && d4 <= 1024 * NORM_VPT && ew_aligned16(out) && ew_aligned16(x) &&
+               (!delta || ew_aligned16(delta)) && (!w || ew_aligned16(w));
+    if (vec) {
+        int threads = (d4 + NORM_VPT - 1) / NORM_VPT;
+        threads = (threads + 31) / 32 * 32;
+        if (threads < 32) threads = 32;
+        if (add) k_rmsnorm_vec<true><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+        else k_rmsnorm_vec<false><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+    } else {
+        int threads = dim >= 1024 ? 1024 : (dim + 31) / 32 * 32;
+        if (add) k_rmsnorm_scalar<true><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+        else k_rmsnorm_scalar<false><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+    }
+    CUK_LAUNCHED(err, name);
+    return AI_OK;
+}
+
+extern "C" ai_status cuk_rmsnorm(cuk_stream s, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
+                                 float eps, ai_err *err)
+{
+    /* without ADD the kernels only read x, so casting away const is safe */
+    return ew_rmsnorm((cudaStream_t)s, out, (float *)in, NULL, w, rows, dim, eps, "cuk_rmsnorm", err);
+}
+
+extern "C" ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta, float *out, const float *w,
+                                     int32_t rows, int32_t dim, float eps, ai_err *err)
+{
+    if (rows > 0 && !delta) return ai_err_set(err, AI_ERR_INVALID, "cuk_add_rmsnorm: delta is NULL");
+    return ew_rmsnorm((cudaStream_t)s, out, x, delta, w, rows, dim, eps, "cuk_add_rmsnorm", err);
+}
+
+// --- RoPE --------------------------------------------------------------------------------------
+
+#define ROPE_MAX_HALF 4096 /* rope_dim <= 8192: the angle tables fit in 32 KB of shared memory */
+
+/* One block per token. */
+__global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t head_dim, int32_t half,
+                       const int32_t *pos, float theta_scale, float freq_scale, const float *factors, int neox)
+{
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    const int32_t t = blockIdx.x;
+    if (threadIdx.x == 0) { /* the CPU's running product, in the same order */
+        float theta = (float)pos[t];
+        for (int32_t i = 0; i < half; i++) {
+            cs[i] = theta;
+            theta *= theta_scale;
+        }
+    }
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float ff = factors ? factors[i] : 1.0f;
+        float th = freq_scale * (cs[i] / ff);
+        float c, s;
+        c = cosf(th);
+        s = sinf(th);
+        cs[i] = c;
+        sn[i] = s;
+    }
+    __syncthreads();
+    float *row = x + (int64_t)t * row_stride;
+    for (int32_t k = threadIdx.x; k < n_heads * half; k += blockDim.x) {
+        int32_t h = k / half, i = k - h * half;
+        float *v = row + (int64_t)h * head_dim;
+        int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        float x0 = v[a], x1 = v[b], c = cs[i], s = sn[i];
+        v[a] = fmaf(x0, c, -(x1 * s));
+        v[b] = fmaf(x0, s, x1 * c);
+    }
+}
+
+extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride,
+                              int32_t head_dim, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                              const float *factors, int neox, ai_err *err)
+{
+    if (n_tok < 0 || n_heads <= 0 || head_dim <= 0 || rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim ||
+        row_stride < (int64_t)n_heads * head_dim || (n_tok > 0 && (!x || !pos)) || !(base > 0))
+        return ai_err_set(err, AI_ERR_INVALID,
+                          "cuk_rope: bad arguments (n_tok %d, n_heads %d, head_dim %d, rope_dim %d, stride %lld)",
+                          n_tok, n_heads, head_dim, rope_dim, (long long)row_stride);
+    if (rope_dim / 2 > ROPE_MAX_HALF)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope: rope_dim %d > %d", rope_dim, 2 * ROPE_MAX_HALF);
+    if (n_tok == 0) return AI_OK;
+    /* host powf: the very float model_rope computes (invariant of this file's header) */
+    const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    int32_t work = n_heads * (rope_dim / 2);
+    int threads = work >= 256 ? 256 : (work + 31) / 32 * 32;
+    k_rope<<<n_tok, threads, 0, (cudaStream_t)s>>>(x, n_heads, row_stride, head_dim, rope_dim / 2, pos, theta_scale,
+                                                   freq_scale, factors, neox);
+    CUK_LAUNCHED(err, "cuk_rope");
+    return AI_OK;
+}
+
+// --- KV store, gather ----------------------------------------------------------------------------
+
+template <bool F16> __global__ void k_kv_store(void *cache, const float *src, int64_t stride, int32_t width,
+                                               const int32_t *slot)
+{
+    const int32_t t = blockIdx.y;
+    const int32_t sl = slot[t];
+    if (sl < 0) return;
+    const float *r = src + (int64_t)t * stride;
+    for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
+        if (F16) ((__half *)cache)[(int64_t)sl * width + j] = __float2half_rn(r[j]);
+        else ((float *)cache)[(int64_t)sl * width + j] = r[j];
+    }
+}
+
+extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, const float *k,
+                                  int64_t k_stride, const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd,
+                                  int32_t kvdv, const int32_t *slot, ai_err *err)
+{
+    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_kv_store: cache dtype %d is not f16 or f32", (int)kv_type);
+    if (n_tok < 0 || n_tok > 65535 || kvd <= 0 || kvdv <= 0 || k_stride < kvd || v_stride < kvdv ||
+        (n_tok > 0 && (!k_cache || !v_cache || !k || !v || !slot)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_kv_store: bad arguments (n_tok %d, kvd %d, kvdv %d)", n_tok, kvd,
+                          kvdv);
+    if (n_tok == 0) return AI_OK;
+    cudaStream_t st = (cudaStream_t)s;
+    dim3 gk((kvd + EW_THREADS - 1) / EW_THREADS, n_tok), gv((kvdv + EW_THREADS - 1) / EW_THREADS, n_tok);
+    if (kv_type == DTYPE_F16) {
+        k_kv_store<true><<<gk, EW_THREADS, 0, st>>>(k_cache, k, k_stride, kvd, slot);
+        k_kv_store<true><<<gv, EW_THREADS, 0, st>>>(v_cache, v, v_stride, kvdv, slot);
+    } else {
+        k_kv_store<false><<<gk, EW_THREADS, 0, st>>>(k_cache, k, k_stride, kvd, slot);
+        k_kv_store<false><<<gv, EW_THREADS, 0, st>>>(v_cache, v, v_stride, kvdv, slot);
+    }
+    CUK_LAUNCHED(err, "cuk_kv_store");
+    return AI_OK;
+}
+
+template <bool VEC4> __global__ void k_gather_rows(float *out, const float *in, const int32_t *idx, int32_t dim)
+{
+    const int64_t src = (int64_t)idx[blockIdx.y] * dim, dst = (int64_t)blockIdx.y * dim;
+    if (VEC4) {
+        for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < dim / 4; j += gridDim.x * blockDim.x)
+            ((float4 *)(out + dst))[j] = ((const float4 *)(in + src))[j];
+    } else {
+        for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < dim; j += gridDim.x * blockDim.x)
+            out[dst + j] = in[src + j];
+    }
+}
+
+extern "C" ai_status cuk_gather_rows(cuk_stream s, float *out, const float *in, const int32_t *idx, int32_t n,
+                                     int32_t dim, ai_err *err)
+{
+    if (n < 0 || n > 65535 || dim <= 0 || (n > 0 && (!out || !in || !idx)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gather_rows: bad arguments (n %d, dim %d)", n, dim);
+    if (n == 0) return AI_OK;
+    if (dim % 4 == 0 && ew_aligned16(out) && ew_aligned16(in)) {
+        dim3 g((dim / 4 + EW_THREADS - 1) / EW_THREADS, n);
+        k_gather_rows<true><<<g, EW_THREADS, 0, (cudaStream_t)s>>>(out, in, idx, dim);
+    } else {
+        dim3 g((dim + EW_THREADS - 1) / EW_THREADS, n);
+        k_gather_rows<false><<<g, EW_THREADS, 0, (cudaStream_t)s>>>(out, in, idx, dim);
+    }
+    CUK_LAUNCHED(err, "cuk_gather_rows");
+    return AI_OK;
+}
+
+// --- embedding -----------------------------------------------------------------------------------
+
+/* One element of row r, column j of a table in any supported layout (planar for quantized). */
+template <int T> __device__ __forceinline__ float ew_table_at(const void *data, int64_t r, int64_t n_in, int64_t j,
+                                                              size_t qs_bytes)
+{
+    const uint8_t *b = (const uint8_t *)data;
+    if (T == DTYPE_F32) return ((const float *)data)[r * n_in + j];
+    if (T == DTYPE_F16) return __half2float(((const __half *)data)[r * n_in + j]);
+    if (T == DTYPE_BF16) return __bfloat162float(((const __nv_bfloat16 *)data)[r * n_in + j]);
+    const int64_t blk = r * (n_in / 32) + j / 32;
+    const int e = (int)(j % 32);
+    if (T == DTYPE_Q8_0) {
+        float d = __half2float(((const __half *)(b + qs_bytes))[blk]);
+        return (float)(int8_t)b[blk * 32 + e] * d;
+    }
+    const uint8_t q = b[blk * 16 + (e & 15)];
+    const int nib = e < 16 ? (q & 15) : (q >> 4);
+    if (T == DTYPE_Q4_0) {
+        float d = __half2float(((const __half *)(b + qs_bytes))[blk]);
+        return (float)(nib - 8) * d;
+    }
+    float d = __half2float(((const __half *)(b + qs_bytes))[2 * blk]);
+    float m = __half2float(((const __half *)(b + qs_bytes))[2 * blk + 1]);
+    return (float)nib * d + m;
+}
+
+template <int T> __global__ void k_embed(float *out, const void *data, int64_t n_in, const int32_t *tokens,
+                                         size_t qs_bytes)
+{
+    const int64_t r = tokens[blockIdx.y];
+    float *o = out + (int64_t)blockIdx.y * n_in;
+    if (T == DTYPE_F32 && n_in % 4 == 0) {
+        const float4 *src = (const float4 *)data + r * (n_in / 4);
+        for (int64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n_in / 4; j += (int64_t)gridDim.x * blockDim.x)
+            ((float4 *)o)[j] = src[j];
+        return;
+    }
+    for (int64_t j = blockIdx.x * blockDim.x + threadIdx.x; j < n_in; j += (int64_t)gridDim.x * blockDim.x)
+        o[j] = ew_table_at<T>(data, r, n_in, j, qs_bytes);
+}
+
+extern "C" ai_status cuk_embed(cuk_stream s, float *out, const cuk_weight *table, const int32_t *tokens, int32_t n,
+                               ai_err *err)
+{
+    if (!table || n < 0 || n > 65535 || table->n_in <= 0 || table->n_out <= 0 ||
+        (n > 0 && (!out || !tokens || !table->data)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_embed: bad arguments (n %d)", n);
+    const dtype t = table->type;
+    const int64_t n_in = table->n_in;
+    const bool quant = t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t == DTYPE_Q4_1;
+    if (quant && n_in % 32)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_embed: n_in %lld is not a multiple of 32", (long long)n_in);
+    if (n == 0) return AI_OK;
+    /* the planar layout of cuda_kernels.h: quants of all rows, then the scales */
+    const size_t qs_bytes = quant ? (size_t)table->n_out * (size_t)(n_in / 32) * (t == DTYPE_Q8_0 ? 32u : 16u) : 0;
+    const int64_t per = t == DTYPE_F32 && n_in % 4 == 0 ? n_in / 4 : n_in;
+    dim3 g((unsigned)((per + EW_THREADS - 1) / EW_THREADS), n);
+    cudaStream_t st = (cudaStream_t)s;
+    if (t == DTYPE_F32 && n_in % 4 == 0 && !ew_aligned16(table->data))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_embed: f32 table is not 16-byte aligned");
+    if (t == DTYPE_F32 && n_in % 4 == 0 && !ew_aligned16(out))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_embed: out is not 16-byte aligned");
+    switch (t) {
+    case DTYPE_F32: k_embed<DTYPE_F32><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_F16: k_embed<DTYPE_F16><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_BF16: k_embed<DTYPE_BF16><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q8_0: k_embed<DTYPE_Q8_0><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q4_0: k_embed<DTYPE_Q4_0><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q4_1: k_embed<DTYPE_Q4_1><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    default: return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_embed: table dtype %d", (int)t);
+    }
+    CUK_LAUNCHED(err, "cuk_embed");
+    return AI_OK;
+}
