@@ -1,0 +1,204 @@
+/* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
+ *
+ *   build/bench/bench_cuda_gemv [reps]
+ *
+ * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q8_0}:
+ * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
+ * as a fraction of the device-to-device copy bandwidth measured in this run (2 GB buffer, bytes read
+ * + written), and cuBLASLt (bf16 weights, x rounded to bf16 by our small kernel, fp32 out; the same
+ * path cuk_matmul takes for prefill) on the same shape.
+ *
+ * Timing: each measurement is a CUDA graph of N launches over N distinct copies of the weight
+ * (N x bytes >= 512 MB, so L2 (50 MB) never serves weights), replayed `reps` times after a warm-up;
+ * the per-launch time is the median replay time / N. Back-to-back launches in a graph are what a
+ * decode step looks like. Weights are random (cuk_weight_fill_random), never zeros.
+ * Last: the projected Llama-3-8B bf16 batch-1 decode time from the per-matrix medians.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm.h"
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+#define AI(call)                                                                 \
+    do {                                                                         \
+        if ((call) != AI_OK) {                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, err.msg); \
+            exit(1);                                                             \
+        }                                                                        \
+    } while (0)
+
+static ai_err err;
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_f);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median ms of one replay of graph g over reps runs (after 3 warm-up replays). */
+static float time_graph(cudaGraphExec_t g, cudaStream_t s, int reps)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(g, s));
+    float *t = malloc(sizeof(float) * (size_t)reps);
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(g, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&t[i], a, b));
+    }
+    float m = median(t, reps);
+    free(t);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return m;
+}
+
+static double copy_bandwidth(cudaStream_t s, int reps)
+{
+    const size_t n = (size_t)2 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 0x5A, n));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    float ms = time_graph(ge, s, reps);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaFree(a);
+    cudaFree(b);
+    return 2.0 * (double)n / (ms * 1e-3);
+}
+
+/* Per-launch median ms of cuk_gemv (lt == 0) or cuk_matmul_lt (lt == 1) for one config. */
+static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int lt, cuk_gemm *gemm,
+                          int reps)
+{
+    const size_t wb = cuk_weight_bytes(t, n_out, n_in);
+    int copies = (int)(((size_t)512 << 20) / wb) + 1;
+    if (copies < 2) copies = 2;
+    if (copies > 64) copies = 64;
+    cuk_weight *w = calloc((size_t)copies, sizeof *w);
+    for (int i = 0; i < copies; i++) {
+        w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
+        CK(cudaMalloc(&w[i].data, wb));
+        AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
+    }
+    float *x, *y;
+    CK(cudaMalloc((void **)&x, (size_t)n_tok * n_in * sizeof(float)));
+    CK(cudaMalloc((void **)&y, (size_t)n_tok * n_out * sizeof(float)));
+    cuk_weight xw = {.type = DTYPE_F32, .n_out = n_tok, .n_in = n_in, .data = x};
+    AI(cuk_weight_fill_random(s, &xw, 7, 1.0f, &err));
+    size_t ws = lt ? cuk_matmul_lt_work_size(&w[0], n_tok) : 0;
+    void *work = NULL;
+    if (ws) CK(cudaMalloc(&work, ws));
+    /* one untimed call outside capture: creates the cuBLASLt plan (host allocation on first use) */
+    if (lt) AI(cuk_matmul_lt(gemm, s, &w[0], x, n_tok, y, work, ws, &err));
+    else AI(cuk_gemv(s, &w[0], x, n_tok, y, &err));
+    CK(cudaStreamSynchronize(s));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < copies; i++) {
+        if (lt) AI(cuk_matmul_lt(gemm, s, &w[i], x, n_tok, y, work, ws, &err));
+        else AI(cuk_gemv(s, &w[i], x, n_tok, y, &err));
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const double ms = time_graph(ge, s, reps) / copies;
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
+    free(w);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(work);
+    return ms;
+}
+
+int main(int argc, char **argv)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("skipped: no CUDA device\n");
+        return 0;
+    }
+    const int reps = argc > 1 ? atoi(argv[1]) : 30;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cuk_gemm *gemm = NULL;
+    AI(cuk_gemm_init(&gemm, &err));
+    const double copy = copy_bandwidth(s, reps);
+    printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
+
+    static const struct { const char *name; int64_t n_out, n_in; int per_layer; } shapes[] = {
+        {"wq/wo", 4096, 4096, 2}, {"wk/wv", 1024, 4096, 2}, {"gate/up", 14336, 4096, 2},
+        {"down", 4096, 14336, 1}, {"output", 128256, 4096, 0},
+    };
+    static const int toks[] = {1, 4, 16};
+    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0};
+    double bf16_t1[5] = {0}, q4_t1[5] = {0};
+    printf("%-8s %13s %5s %-5s %9s %8s %7s | %12s %8s %8s\n", "matrix", "n_out x n_in", "n_tok", "dtype", "gemv_us",
+           "TB/s", "%copy", "cublasLt_us", "TB/s", "speedup");
+    for (int si = 0; si < 5; si++) {
+        for (int ti = 0; ti < 3; ti++) {
+            const int nt = toks[ti];
+            const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
+            const double lt_ms = time_config(s, DTYPE_BF16, no, ni, nt, 1, gemm, reps);
+            const double lt_bytes = (double)cuk_weight_bytes(DTYPE_BF16, no, ni) + 4.0 * nt * (double)(ni + no);
+            for (int di = 0; di < 3; di++) {
+                const dtype t = types[di];
+                const double ms = time_config(s, t, no, ni, nt, 0, gemm, reps);
+                const double bytes = (double)cuk_weight_bytes(t, no, ni) + 4.0 * nt * (double)(ni + no);
+                const double bw = bytes / (ms * 1e-3);
+                if (nt == 1 && t == DTYPE_BF16) bf16_t1[si] = ms;
+                if (nt == 1 && t == DTYPE_Q4_0) q4_t1[si] = ms;
+                printf("%-8s %6lldx%-6lld %5d %-5s %9.2f %8.3f %6.1f%% | %12.2f %8.3f %7.2fx\n", shapes[si].name,
+                       (long long)no, (long long)ni, nt, dtype_name(t), ms * 1e3, bw / 1e12, 100.0 * bw / copy,
+                       lt_ms * 1e3, lt_bytes / (lt_ms * 1e-3) / 1e12, lt_ms / ms);
+                fflush(stdout);
+            }
+        }
+    }
+    /* Llama-3-8B: 32 layers x (wq, wk, wv, wo, gate, up, down) + output, GEMVs only */
+    for (int q = 0; q < 2; q++) {
+        const double *tt = q ? q4_t1 : bf16_t1;
+        const dtype t = q ? DTYPE_Q4_0 : DTYPE_BF16;
+        double ms = tt[4], bytes = (double)cuk_weight_bytes(t, 128256, 4096);
+        for (int si = 0; si < 4; si++) {
+            ms += 32.0 * shapes[si].per_layer * tt[si];
+            bytes += 32.0 * shapes[si].per_layer * (double)cuk_weight_bytes(t, shapes[si].n_out, shapes[si].n_in);
+        }
+        printf("\nllama3-8b %s batch-1 GEMVs: %.3f ms/token (%.1f tok/s), %.2f GB of weights -> %.3f TB/s = %.1f%% of copy\n",
+               dtype_name(t), ms, 1e3 / ms, bytes / 1e9, bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / copy);
+    }
+    cuk_gemm_free(gemm);
+    cudaStreamDestroy(s);
+    return 0;
+}

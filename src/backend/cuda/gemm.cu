@@ -1,0 +1,320 @@
+/* gemm.cu - cuk_matmul: y (n_tok, n_out) f32 = x (n_tok, n_in) f32 . W^T, for any n_tok.
+ *
+ * n_tok <= CUK_GEMV_MAX_TOK runs our GEMV (k_gemv.cu). Larger n_tok (prefill) runs cuBLASLt on
+ * the tensor cores until we have a faster GEMM of our own:
+ *  - bf16 / f16 weights: x is rounded to the weight's 16-bit type in scratch (one small kernel),
+ *    then bf16 x bf16 (f16 x f16) -> f32 with fp32 accumulation (CUBLAS_COMPUTE_32F). The rounding of
+ *    x costs ~2^-9 relative per product (tests allow 1e-2 on the whole output).
+ *  - f32 weights: f32 GEMM with CUBLAS_COMPUTE_32F (true fp32, no TF32: tests compare with f32).
+ *  - q8_0 / q4_0 / q4_1: each tile of <= kTileBytes of rows is dequantized into a bf16 scratch, then
+ *    the bf16 GEMM runs on it. Cost: the weight is read once quantized, written and read again as
+ *    bf16 (about 4.5x (q4) / 2.9x (q8) the bytes of the quantized read); at n_tok >= 17 the GEMM
+ *    itself (2 * n_tok * n_in FLOP per weight) is of the same order or larger, so this stays cheap
+ *    relative to prefill, but a fused dequantizing GEMM is the better end state.
+ *
+ * cuBLASLt's column-major view: row-major W (n_out, n_in) is column-major (n_in, n_out), so with
+ * op(A) = T it is the (n_out, n_in) operand; row-major x (n_tok, n_in) is column-major (n_in, n_tok)
+ * with op N; y^T = W x^T is column-major (n_out, n_tok) with ld n_out, i.e. row-major y (n_tok, n_out).
+ *
+ * Plans: cuk_gemm holds a fixed table of kPlans entries (descriptors, layouts and the heuristic's
+ * algorithm) keyed by (dtype, m, n, k, ldc). The first call of a shape creates its entry (cuBLASLt
+ * allocates host memory for its descriptors then: that happens at warm-up, not per token); a full
+ * table replaces entries round-robin. Later calls of the shape allocate nothing, and every call
+ * uses the cuBLASLt workspace carved from `work`, so calls can be captured in a CUDA graph.
+ *
+ * Invariants:
+ *  1. work layout: [cuBLASLt workspace kLtWork][bf16 weight tile (quantized only)][x as 16-bit
+ *     (n_tok, n_in)], each part 256-byte aligned; cuk_matmul_lt_work_size(w, max_tok) covers it.
+ *  2. Every pointer handed to cuBLASLt is 16-byte aligned (the plans are made for that alignment).
+ */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/gemm.h"
+
+namespace {
+
+constexpr int kPlans = 64;
+constexpr size_t kLtWork = (size_t)32 << 20;
+constexpr size_t kTileBytes = (size_t)64 << 20;
+
+struct plan {
+    int used;
+    dtype type;
+    int64_t m, n, k, ldc;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+
+size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+bool is_quant(dtype t) { return t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t == DTYPE_Q4_1; }
+
+/* Rows of one dequantized tile: all rows if they fit kTileBytes, else a multiple of 256. */
+int64_t tile_rows(const cuk_weight *w)
+{
+    const size_t row = (size_t)w->n_in * 2;
+    if ((size_t)w->n_out * row <= kTileBytes) return w->n_out;
+    int64_t r = (int64_t)(kTileBytes / row) / 256 * 256;
+    return r < 256 ? 256 : r;
+}
+
+void plan_release(plan *p)
+{
+    if (!p->used) return;
+    cublasLtMatrixLayoutDestroy(p->lc);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatmulDescDestroy(p->op);
+    p->used = 0;
+}
+
+// --- small kernels --------------------------------------------------------------------------
+
+template <typename H> __device__ __forceinline__ H to_h(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
+
+template <typename H>
+__global__ void k_round_x(const float *__restrict__ x, H *__restrict__ out, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = to_h<H>(x[i]);
+}
+
+/* Rows [r0, r0 + rows) of a planar quantized weight -> bf16 (rows, n_in). One thread per block
+ * of 32 values. */
+__global__ void k_dequant_rows(const unsigned char *__restrict__ qs, const unsigned char *__restrict__ sc, dtype t,
+                               int64_t r0, int64_t rows, int64_t n_in, __nv_bfloat16 *__restrict__ out)
+{
+    const int64_t nb = n_in / 32, total = rows * nb;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t gb = r0 * nb + i; /* global block index */
+        __nv_bfloat16 *o = out + i * 32;
+        if (t == DTYPE_Q8_0) {
+            const float d = __half2float(reinterpret_cast<const __half *>(sc)[gb]);
+            const signed char *q = reinterpret_cast<const signed char *>(qs) + gb * 32;
+            for (int j = 0; j < 32; j++) o[j] = __float2bfloat16_rn(d * (float)q[j]);
+        } else {
+            const unsigned char *q = qs + gb * 16;
+            float d, m;
+            if (t == DTYPE_Q4_1) {
+                d = __half2float(reinterpret_cast<const __half *>(sc)[2 * gb]);
+                m = __half2float(reinterpret_cast<const __half *>(sc)[2 * gb + 1]);
+            } else {
+                d = __half2float(reinterpret_cast<const __half *>(sc)[gb]);
+                m = -8.0f * d;
+            }
+            for (int j = 0; j < 16; j++) {
+                o[j] = __float2bfloat16_rn(fmaf((float)(q[j] & 0xF), d, m));
+                o[j + 16] = __float2bfloat16_rn(fmaf((float)(q[j] >> 4), d, m));
+            }
+        }
+    }
+}
+
+unsigned grid_for(size_t n)
+{
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b < 4096 ? (b ? b : 1) : 4096);
+}
+
+} // namespace
+
+struct cuk_gemm {
+    cublasLtHandle_t lt;
+    plan plans[kPlans];
+    int evict;
+};
+
+#define LT_TRY(err, call, what)                                                                            \
+    do {                                                                                                   \
+        cublasStatus_t lt_s_ = (call);                                                                     \
+        if (lt_s_ != CUBLAS_STATUS_SUCCESS)                                                                \
+            return ai_err_set((err), AI_ERR_RUNTIME, "cuk_matmul: %s failed (cublas status %d)", (what),    \
+                              (int)lt_s_);                                                                 \
+    } while (0)
+
+// --- plans ----------------------------------------------------------------------------------
+
+static ai_status plan_make(cuk_gemm *g, plan *p, dtype t, int64_t m, int64_t n, int64_t k, int64_t ldc, ai_err *err)
+{
+    const cudaDataType_t ab = t == DTYPE_F32 ? CUDA_R_32F : t == DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    memset(p, 0, sizeof *p);
+    LT_TRY(err, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
+    cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)k, (uint64_t)m, k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)k, (uint64_t)n, k);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        const uint64_t ws = kLtWork;
+        const uint32_t al = 16;
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+            st = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &al, sizeof al);
+    }
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+        if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+        if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+        if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatmulDescDestroy(p->op);
+        memset(p, 0, sizeof *p);
+        return ai_err_set(err, AI_ERR_RUNTIME, "cuk_matmul: no cuBLASLt algorithm for %s %lldx%lldx%lld (status %d)",
+                          dtype_name(t), (long long)m, (long long)n, (long long)k, (int)st);
+    }
+    p->algo = res.algo;
+    p->type = t;
+    p->m = m, p->n = n, p->k = k, p->ldc = ldc;
+    p->used = 1;
+    return AI_OK;
+}
+
+static ai_status plan_get(cuk_gemm *g, dtype t, int64_t m, int64_t n, int64_t k, int64_t ldc, plan **out, ai_err *err)
+{
+    for (int i = 0; i < kPlans; i++) {
+        plan *p = &g->plans[i];
+        if (p->used && p->type == t && p->m == m && p->n == n && p->k == k && p->ldc == ldc) {
+            *out = p;
+            return AI_OK;
+        }
+    }
+    plan *p = NULL;
+    for (int i = 0; i < kPlans && !p; i++)
+        if (!g->plans[i].used) p = &g->plans[i];
+    if (!p) {
+        p = &g->plans[g->evict];
+        g->evict = (g->evict + 1) % kPlans;
+        plan_release(p);
+    }
+    ai_status s = plan_make(g, p, t, m, n, k, ldc, err);
+    if (s == AI_OK) *out = p;
+    return s;
+}
+
+// --- public ---------------------------------------------------------------------------------
+
+extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
+{
+    *out = NULL;
+    cuk_gemm *g = (cuk_gemm *)calloc(1, sizeof *g);
+    if (!g) return ai_err_set(err, AI_ERR_NOMEM, "cuk_gemm_init: out of memory");
+    cublasStatus_t st = cublasLtCreate(&g->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        free(g);
+        return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemm_init: cublasLtCreate failed (status %d)", (int)st);
+    }
+    *out = g;
+    return AI_OK;
+}
+
+extern "C" void cuk_gemm_free(cuk_gemm *g)
+{
+    if (!g) return;
+    for (int i = 0; i < kPlans; i++) plan_release(&g->plans[i]);
+    cublasLtDestroy(g->lt);
+    free(g);
+}
+
+extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
+{
+    if (!w || max_tok < 1 || w->n_in < 1 || w->n_out < 1) return 0;
+    size_t n = kLtWork;
+    if (is_quant(w->type)) n += align256((size_t)tile_rows(w) * (size_t)w->n_in * 2);
+    if (w->type != DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 2);
+    return n;
+}
+
+extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
+{
+    if (max_tok <= CUK_GEMV_MAX_TOK) return 0;
+    return cuk_matmul_lt_work_size(w, max_tok);
+}
+
+extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
+                                   float *y, void *work, size_t work_size, ai_err *err)
+{
+    if (!g || !w || !w->data || !x || !y || n_tok < 1 || w->n_out < 1 || w->n_in < 1)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: bad arguments (n_tok %lld)", (long long)n_tok);
+    const dtype t = w->type;
+    if (t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16 && !is_quant(t))
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: dtype %s", dtype_name(t));
+    if (is_quant(t) && w->n_in % 32)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: n_in %lld of %s is not a multiple of 32",
+                          (long long)w->n_in, dtype_name(t));
+    const size_t need = cuk_matmul_lt_work_size(w, n_tok);
+    if (!work || work_size < need)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: work of %zu bytes, %zu needed for %lld rows", work_size,
+                          need, (long long)n_tok);
+    if ((uintptr_t)work % 256 || (uintptr_t)x % 16 || (uintptr_t)y % 16 || (uintptr_t)w->data % 16)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: x, y, weights must be 16-byte aligned, work 256-byte");
+    cudaStream_t cs = (cudaStream_t)s;
+    unsigned char *ws = (unsigned char *)work;
+    unsigned char *tile = ws + kLtWork;
+    unsigned char *xh = tile + (is_quant(t) ? align256((size_t)tile_rows(w) * (size_t)w->n_in * 2) : 0);
+    const size_t nx = (size_t)n_tok * (size_t)w->n_in;
+    const void *b = x;
+    if (t == DTYPE_F16) {
+        k_round_x<__half><<<grid_for(nx), 256, 0, cs>>>(x, (__half *)xh, nx);
+        CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
+        b = xh;
+    } else if (t != DTYPE_F32) {
+        k_round_x<__nv_bfloat16><<<grid_for(nx), 256, 0, cs>>>(x, (__nv_bfloat16 *)xh, nx);
+        CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
+        b = xh;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    if (!is_quant(t)) {
+        plan *p;
+        ai_status st = plan_get(g, t, w->n_out, n_tok, w->n_in, w->n_out, &p, err);
+        if (st != AI_OK) return st;
+        LT_TRY(err,
+               cublasLtMatmul(g->lt, p->op, &alpha, w->data, p->la, b, p->lb, &beta, y, p->lc, y, p->lc, &p->algo, ws,
+                              kLtWork, cs),
+               "cublasLtMatmul");
+        return AI_OK;
+    }
+    const int64_t tr = tile_rows(w);
+    const unsigned char *qs = (const unsigned char *)w->data;
+    const unsigned char *sc = qs + cuk_weight_qs_bytes(t, w->n_out, w->n_in);
+    for (int64_t r0 = 0; r0 < w->n_out; r0 += tr) {
+        const int64_t rows = w->n_out - r0 < tr ? w->n_out - r0 : tr;
+        k_dequant_rows<<<grid_for((size_t)rows * (size_t)(w->n_in / 32)), 256, 0, cs>>>(
+            qs, sc, t, r0, rows, w->n_in, (__nv_bfloat16 *)tile);
+        CUK_LAUNCHED(err, "cuk_matmul: k_dequant_rows");
+        plan *p;
+        ai_status st = plan_get(g, DTYPE_BF16, rows, n_tok, w->n_in, w->n_out, &p, err);
+        if (st != AI_OK) return st;
+        LT_TRY(err,
+               cublasLtMatmul(g->lt, p->op, &alpha, tile, p->la, b, p->lb, &beta, y + r0, p->lc, y + r0, p->lc,
+                              &p->algo, ws, kLtWork, cs),
+               "cublasLtMatmul");
+    }
+    return AI_OK;
+}
+
+extern "C" ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
+                                float *y, void *work, size_t work_size, ai_err *err)
+{
+    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) return cuk_gemv(s, w, x, (int32_t)n_tok, y, err);
+    return cuk_matmul_lt(g, s, w, x, n_tok, y, work, work_size, err);
+}

@@ -1,0 +1,370 @@
+/* k_gemv.cu - y (n_tok, n_out) = x (n_tok, n_in) . W^T for decode (1 <= n_tok <= 16), every weight dtype.
+ *
+ * Decode is memory-bound: W is read once per step and each byte meets at most 16 tokens, so the
+ * kernel's job is to keep HBM busy. Design (numbers for the H200: ~4.8 TB/s, 132 SMs, 1.98 GHz,
+ * i.e. ~18 weight bytes per SM per clock):
+ *  - A "chunk" is 16 bytes of one weight row: 4 f32, 8 f16/bf16, 16 q8 or 32 q4 values (one q4
+ *    block; half a q8 block). Lanes take consecutive chunks, so a warp reads 512 contiguous bytes
+ *    of a row per load instruction. Weights go through ld.global.nc.L1::no_allocate (streamed once,
+ *    they must not evict x from L1) with an L2 256-byte prefetch hint.
+ *  - A block of 128 threads owns R consecutive rows and strides over the whole row; each thread
+ *    issues U x R 16-byte loads before using any (8 x 16 B in flight for bf16 at n_tok 1: with 16
+ *    blocks per SM that is ~256 KB per SM in flight, far above the ~25 KB latency x bandwidth).
+ *  - x (f32, tiny) is read through L1 (__ldg) and each x load is reused for the R rows a thread
+ *    holds; each decoded weight is reused for all T tokens (T templated: 1, 2, 4, 8, 16; a call
+ *    with n_tok between runs the next tile up, reading x row min(t, n_tok - 1) and writing only
+ *    t < n_tok). R grows with T and for q4 (32 values per 18 bytes) to keep L1 traffic for x under
+ *    ~64 B/clock per SM.
+ *  - Quantized values are decoded in registers with byte permutes into the mantissa of 2^23 and one
+ *    float subtract (exact), accumulated in fp32 per chunk and scaled once per chunk:
+ *    q8_0: d * sum(q x); q4_0/q4_1: d * sum(nib x) + m * sum(x), with m = -8 d for q4_0.
+ *  - Reduction: warp shuffles, then the block's 4 warps through shared memory; thread r*T+t writes
+ *    y[t][row0 + r]. No atomics: results are deterministic and independent of launch state.
+ *  - Float rows whose length or alignment does not allow 16-byte loads use a plain one-dot-per-block
+ *    kernel (correct, slow; real models never take it).
+ * Known limit: at T = 8..16 the f32 FMAs (T per weight value) and x traffic make the kernel
+ * compute-bound below the bandwidth roofline; a tensor-core (mma) variant is the next step there.
+ *
+ * Invariants:
+ *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
+ *     writes exactly y[0..n_tok)[0..n_out).
+ *  2. The launch shape depends only on (dtype, n_out, n_in, n_tok) (graph-capturable).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace {
+
+constexpr int kThreads = 128;
+
+enum WKind { W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1 };
+
+template <int K> struct Traits;
+template <> struct Traits<W_F32> { static constexpr int E = 4; };
+template <> struct Traits<W_F16> { static constexpr int E = 8; };
+template <> struct Traits<W_BF16> { static constexpr int E = 8; };
+template <> struct Traits<W_Q8_0> { static constexpr int E = 16; };
+template <> struct Traits<W_Q4_0> { static constexpr int E = 32; };
+template <> struct Traits<W_Q4_1> { static constexpr int E = 32; };
+
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* Byte k (0..3) of w, read as an unsigned integer, as a float: 0x4B000000 | b is 2^23 + b. */
+template <int k> __device__ __forceinline__ float byte_f(uint32_t w)
+{
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | k)) - 8388608.0f;
+}
+
+/* Eight weight values of chunk word pair (a, b) as floats (the scale comes later). */
+template <int K> __device__ __forceinline__ void decode8(uint32_t a, uint32_t b, float *f);
+
+template <> __device__ __forceinline__ void decode8<W_BF16>(uint32_t a, uint32_t b, float *f)
+{
+    f[0] = __uint_as_float(a << 16); f[1] = __uint_as_float(a & 0xFFFF0000u);
+    f[2] = __uint_as_float(b << 16); f[3] = __uint_as_float(b & 0xFFFF0000u);
+}
+template <> __device__ __forceinline__ void decode8<W_F16>(uint32_t a, uint32_t b, float *f)
+{
+    __half2 ha = *reinterpret_cast<__half2 *>(&a), hb = *reinterpret_cast<__half2 *>(&b);
+    float2 fa = __half22float2(ha), fb = __half22float2(hb);
+    f[0] = fa.x; f[1] = fa.y; f[2] = fb.x; f[3] = fb.y;
+}
+/* q8: a, b hold 8 int8 (already XORed with 0x80: unsigned = q + 128). */
+template <> __device__ __forceinline__ void decode8<W_Q8_0>(uint32_t a, uint32_t b, float *f)
+{
+    const float o = 8388608.0f + 128.0f;
+    f[0] = __uint_as_float(__byte_perm(a, 0x4B000000u, 0x7540u)) - o;
+    f[1] = __uint_as_float(__byte_perm(a, 0x4B000000u, 0x7541u)) - o;
+    f[2] = __uint_as_float(__byte_perm(a, 0x4B000000u, 0x7542u)) - o;
+    f[3] = __uint_as_float(__byte_perm(a, 0x4B000000u, 0x7543u)) - o;
+    f[4] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7540u)) - o;
+    f[5] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7541u)) - o;
+    f[6] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7542u)) - o;
+    f[7] = __uint_as_float(__byte_perm(b, 0x4B000000u, 0x7543u)) - o;
+}
+/* q4: a, b hold 8 nibbles already masked into the low half of each byte. */
+__device__ __forceinline__ void decode8_nib(uint32_t a, uint32_t b, float *f)
+{
+    f[0] = byte_f<0>(a); f[1] = byte_f<1>(a); f[2] = byte_f<2>(a); f[3] = byte_f<3>(a);
+    f[4] = byte_f<0>(b); f[5] = byte_f<1>(b); f[6] = byte_f<2>(b); f[7] = byte_f<3>(b);
+}
+
+/* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once. */
+template <int T, int R>
+__device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const (&xt)[T], int e0, float (&acc)[R][T])
+{
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float4 a = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0));
+        const float4 b = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0 + 4));
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float s = acc[r][t];
+            s = fmaf(f[r][0], a.x, s); s = fmaf(f[r][1], a.y, s);
+            s = fmaf(f[r][2], a.z, s); s = fmaf(f[r][3], a.w, s);
+            s = fmaf(f[r][4], b.x, s); s = fmaf(f[r][5], b.y, s);
+            s = fmaf(f[r][6], b.z, s); s = fmaf(f[r][7], b.w, s);
+            acc[r][t] = s;
+        }
+    }
+}
+
+/* One chunk (index c) of R rows into acc. q[r]: the 16 raw bytes; sc: the rows' scale words. */
+template <int K, int T, int R>
+__device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float *const (&xt)[T],
+                                      int c, float (&acc)[R][T])
+{
+    if constexpr (K == W_F32) {
+        const int e0 = c * 4;
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const float4 a = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0));
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float s = acc[r][t];
+                s = fmaf(__uint_as_float(q[r].x), a.x, s); s = fmaf(__uint_as_float(q[r].y), a.y, s);
+                s = fmaf(__uint_as_float(q[r].z), a.z, s); s = fmaf(__uint_as_float(q[r].w), a.w, s);
+                acc[r][t] = s;
+            }
+        }
+    } else if constexpr (K == W_F16 || K == W_BF16) {
+        float f[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            decode8<K>(q[r].x, q[r].y, &f[r][0]);
+            decode8<K>(q[r].z, q[r].w, &f[r][4]);
+        }
+        fma8<T, R>(f, xt, c * 8, acc);
+    } else if constexpr (K == W_Q8_0) {
+        float p[R][T] = {};
+        float f[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].x ^ 0x80808080u, q[r].y ^ 0x80808080u, f[r]);
+        fma8<T, R>(f, xt, c * 16, p);
+#pragma unroll
+        for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].z ^ 0x80808080u, q[r].w ^ 0x80808080u, f[r]);
+        fma8<T, R>(f, xt, c * 16 + 8, p);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float d = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
+#pragma unroll
+            for (int t = 0; t < T; t++) acc[r][t] = fmaf(d, p[r][t], acc[r][t]);
+        }
+    } else { /* q4_0, q4_1: byte j = element j (low nibble) and j + 16 (high nibble) */
+        float p[R][T] = {};
+        float f[R][8];
+        float sx[T];
+        const int e0 = c * 32;
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const float4 *xv = reinterpret_cast<const float4 *>(xt[t] + e0);
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const float4 v = __ldg(xv + i);
+                s += (v.x + v.y) + (v.z + v.w);
+            }
+            sx[t] = s;
+        }
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint32_t a = g & 1 ? q[r].z : q[r].x, b = g & 1 ? q[r].w : q[r].y;
+                const uint32_t sh = g < 2 ? 0 : 4;
+                decode8_nib((a >> sh) & 0x0F0F0F0Fu, (b >> sh) & 0x0F0F0F0Fu, f[r]);
+            }
+            fma8<T, R>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float d = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
+            const float m = K == W_Q4_1 ? __half2float(__ushort_as_half((unsigned short)(sc[r] >> 16))) : -8.0f * d;
+#pragma unroll
+            for (int t = 0; t < T; t++) acc[r][t] = fmaf(d, p[r][t], fmaf(m, sx[t], acc[r][t]));
+        }
+    }
+}
+
+template <int K, int T, int R, int U>
+__global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
+                                                   const unsigned char *__restrict__ scales,
+                                                   const float *__restrict__ x, float *__restrict__ y, int n_out,
+                                                   int n_in, int n_tok)
+{
+    constexpr int E = Traits<K>::E;
+    constexpr bool quant = K >= W_Q8_0;
+    const int nc = n_in / E;                              /* chunks per row */
+    const size_t row_bytes = (size_t)nc * 16;
+    const int row0 = blockIdx.x * R;
+
+    const uint4 *wr[R];
+    int srow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        srow[r] = min(row0 + r, n_out - 1);               /* past the end: recompute the last row, no write */
+        wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
+    }
+    const float *xt[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * n_in;
+
+    float acc[R][T] = {};
+    const int nblk = n_in / 32;
+    for (int c0 = threadIdx.x; c0 < nc; c0 += kThreads * U) {
+        uint4 q[U][R];
+        uint32_t sc[U][R];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * kThreads;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (c < nc) {
+                    q[u][r] = ld_stream(wr[r] + c);
+                    if constexpr (K == W_Q4_1)
+                        sc[u][r] = __ldg(reinterpret_cast<const unsigned int *>(scales) + (size_t)srow[r] * nblk + c);
+                    else if constexpr (quant)
+                        sc[u][r] = __ldg(reinterpret_cast<const unsigned short *>(scales) + (size_t)srow[r] * nblk +
+                                         (K == W_Q8_0 ? c >> 1 : c));
+                    else
+                        sc[u][r] = 0;
+                } else {
+                    q[u][r] = make_uint4(0, 0, 0, 0);
+                    sc[u][r] = 0;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + u * kThreads;
+            if (c < nc) chunk<K, T, R>(q[u], sc[u], xt, c, acc);
+        }
+    }
+
+    __shared__ float red[kThreads / 32][R * T];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) red[warp][r * T + t] = v;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < R * T; i += kThreads) {
+        const int r = i / T, t = i % T;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kThreads / 32; k++) v += red[k][i];
+        if (row0 + r < n_out && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
+    }
+}
+
+/* Any n_in and alignment, float weights: block (row, token) computes one dot product. */
+template <int K>
+__global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ w, const float *__restrict__ x,
+                                                       float *__restrict__ y, int n_out, int n_in)
+{
+    const int row = blockIdx.x, t = blockIdx.y;
+    const float *xr = x + (size_t)t * n_in;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n_in; i += kThreads) {
+        const size_t k = (size_t)row * n_in + i;
+        float v;
+        if constexpr (K == W_F32) v = static_cast<const float *>(w)[k];
+        else if constexpr (K == W_F16) v = __half2float(static_cast<const __half *>(w)[k]);
+        else v = __bfloat162float(static_cast<const __nv_bfloat16 *>(w)[k]);
+        s = fmaf(v, xr[i], s);
+    }
+    __shared__ float red[kThreads / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float v = 0.0f;
+        for (int k = 0; k < kThreads / 32; k++) v += red[k];
+        y[(size_t)t * n_out + row] = v;
+    }
+}
+
+/* Rows per block for tile T: enough to keep x reuse in registers, few enough to avoid spills. */
+template <int K, int T> struct Shape {
+    static constexpr bool q4 = K == W_Q4_0 || K == W_Q4_1;
+    static constexpr int R = T == 1 ? (q4 ? 4 : 2) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
+    static constexpr int U = (K == W_F32 || K == W_F16 || K == W_BF16) ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : (T == 1 ? 2 : 1);
+};
+
+template <int K, int T>
+void launch_t(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    using S = Shape<K, T>;
+    const unsigned char *base = static_cast<const unsigned char *>(w->data);
+    const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
+    const unsigned blocks = (unsigned)((w->n_out + S::R - 1) / S::R);
+    k_gemv<K, T, S::R, S::U><<<blocks, kThreads, 0, (cudaStream_t)s>>>(base, sc, x, y, (int)w->n_out, (int)w->n_in,
+                                                                       n_tok);
+}
+
+template <int K>
+void launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    if (n_tok == 1) launch_t<K, 1>(s, w, x, n_tok, y);
+    else if (n_tok == 2) launch_t<K, 2>(s, w, x, n_tok, y);
+    else if (n_tok <= 4) launch_t<K, 4>(s, w, x, n_tok, y);
+    else if (n_tok <= 8) launch_t<K, 8>(s, w, x, n_tok, y);
+    else launch_t<K, 16>(s, w, x, n_tok, y);
+}
+
+template <int K>
+void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    k_gemv_any<K><<<dim3((unsigned)w->n_out, (unsigned)n_tok), kThreads, 0, (cudaStream_t)s>>>(
+        w->data, x, y, (int)w->n_out, (int)w->n_in);
+}
+
+} // namespace
+
+extern "C" ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
+{
+    if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_in < 1 ||
+        w->n_out > (1 << 30) || w->n_in > (1 << 30))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: bad arguments (n_tok %d)", (int)n_tok);
+    const bool quant = w->type == DTYPE_Q8_0 || w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;
+    if (quant && w->n_in % 32)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: n_in %lld of %s is not a multiple of 32",
+                          (long long)w->n_in, dtype_name(w->type));
+    /* 16-byte loads need 16-byte aligned rows of weights and x */
+    const int per16 = w->type == DTYPE_F32 ? 4 : 8;
+    const bool vec = w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+    switch (w->type) {
+    case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y) : launch_any<W_F32>(s, w, x, n_tok, y); break;
+    case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y) : launch_any<W_F16>(s, w, x, n_tok, y); break;
+    case DTYPE_BF16: vec ? launch_k<W_BF16>(s, w, x, n_tok, y) : launch_any<W_BF16>(s, w, x, n_tok, y); break;
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1:
+        if (!vec) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: weights or x not 16-byte aligned");
+        if (w->type == DTYPE_Q8_0) launch_k<W_Q8_0>(s, w, x, n_tok, y);
+        else if (w->type == DTYPE_Q4_0) launch_k<W_Q4_0>(s, w, x, n_tok, y);
+        else launch_k<W_Q4_1>(s, w, x, n_tok, y);
+        break;
+    default: return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv: dtype %s", dtype_name(w->type));
+    }
+    CUK_LAUNCHED(err, "cuk_gemv");
+    return AI_OK;
+}

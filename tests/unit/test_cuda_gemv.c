@@ -1,0 +1,353 @@
+/* test_cuda_gemv.c - cuk_gemv, cuk_matmul (cuBLASLt path), cuk_weight_pack, cuk_weight_fill_random.
+ *
+ * Reference: weights are drawn as f32, turned into GGUF rows of the dtype under test by
+ * dtype_quantize_row (src/core/dtype.c), and read back by dtype_dequantize_row; the reference
+ * y = x . W^T is computed in double from those dequantized values and the same f32 x. The device
+ * gets the GGUF rows through cuk_weight_pack, so pack, the planar layout and the in-register
+ * decoding are all checked by one comparison.
+ *
+ * Tolerances (||y - ref|| / ||ref||):
+ *  - GEMV, f32 weights: 1e-5. Other dtypes: 1e-4. The products are exact dequantized values times
+ *    f32 x accumulated in fp32 (the kernel applies per-block scales to fp32 partial sums), so the
+ *    error is fp32 summation error (~1e-7 here); 1e-4 leaves room while still catching a wrong
+ *    nibble, scale or row (each of those gives >= 1e-2).
+ *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
+ *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
+ *    dequantized to bf16: ~2^-9 relative per product).
+ * Outputs are poisoned (NaN) before each call. Seeds are fresh per run (printed; set
+ * AIINFRA_TEST_SEED to replay one).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_test.h"
+
+#include "aiinfra/dtype.h"
+#include "backend/cuda/cuda_kernels.h"
+
+static uint64_t test_seed(void)
+{
+    static uint64_t seed;
+    if (!seed) {
+        const char *e = getenv("AIINFRA_TEST_SEED");
+        seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL) * 2654435761u + 1;
+        printf("test_cuda_gemv: seed %llu\n", (unsigned long long)seed);
+    }
+    return seed;
+}
+
+static const dtype all_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+
+static int is_quant(dtype t) { return t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t == DTYPE_Q4_1; }
+
+/* A weight of dtype t: GGUF rows made from random floats, the dequantized values (wd, f32) and a
+ * device copy in the cuk layout. */
+typedef struct test_weight {
+    cuk_weight w;
+    float *wd; /* (n_out, n_in) exact values the device must use */
+} test_weight;
+
+static void weight_make(test_weight *tw, dtype t, int64_t n_out, int64_t n_in, uint64_t *rng)
+{
+    ai_err err;
+    size_t rb = 0;
+    assert_int_equal(dtype_row_bytes(t, n_in, &rb, &err), AI_OK);
+    float *row = malloc((size_t)n_in * sizeof(float));
+    unsigned char *gguf = malloc(rb * (size_t)n_out);
+    tw->wd = malloc((size_t)n_out * (size_t)n_in * sizeof(float));
+    assert_non_null(row);
+    assert_non_null(gguf);
+    assert_non_null(tw->wd);
+    for (int64_t r = 0; r < n_out; r++) {
+        cuda_test_fill(row, (size_t)n_in, rng, 0.5f + 0.5f * (float)(r % 7) / 7.0f); /* per-row scales differ */
+        assert_int_equal(dtype_quantize_row(t, row, gguf + (size_t)r * rb, n_in, &err), AI_OK);
+        assert_int_equal(dtype_dequantize_row(t, gguf + (size_t)r * rb, tw->wd + (size_t)r * n_in, n_in, &err), AI_OK);
+    }
+    size_t nbytes = cuk_weight_bytes(t, n_out, n_in);
+    assert_true(nbytes > 0);
+    unsigned char *packed = malloc(nbytes);
+    assert_non_null(packed);
+    assert_int_equal(cuk_weight_pack(t, gguf, n_out, n_in, packed, &err), AI_OK);
+    tw->w = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in, .data = cuda_test_dup(packed, nbytes)};
+    free(packed);
+    free(gguf);
+    free(row);
+}
+
+static void weight_free(test_weight *tw)
+{
+    cudaFree(tw->w.data);
+    free(tw->wd);
+}
+
+static void reference(const test_weight *tw, const float *x, int64_t n_tok, double *ref)
+{
+    const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t o = 0; o < n_out; o++) {
+            const float *wr = tw->wd + (size_t)o * n_in, *xr = x + (size_t)t * n_in;
+            double s = 0;
+            for (int64_t i = 0; i < n_in; i++) s += (double)wr[i] * (double)xr[i];
+            ref[(size_t)t * n_out + o] = s;
+        }
+}
+
+/* Runs y = x W^T through cuk_gemv (gemm == NULL) or cuk_matmul and returns the relative error. */
+static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, uint64_t *rng)
+{
+    const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in;
+    const size_t nx = (size_t)n_tok * (size_t)n_in, ny = (size_t)n_tok * (size_t)n_out;
+    float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float));
+    double *ref = malloc(ny * sizeof(double));
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(ref);
+    cuda_test_fill(x, nx, rng, 1.0f);
+    reference(tw, x, n_tok, ref);
+    float *dx = cuda_test_dup(x, nx * sizeof(float)), *dy = cuda_test_dup(NULL, ny * sizeof(float));
+    ai_err err = {0};
+    if (!gemm) {
+        ai_status st = cuk_gemv(NULL, &tw->w, dx, (int32_t)n_tok, dy, &err);
+        if (st != AI_OK) fail_msg("cuk_gemv: %s", err.msg);
+    } else {
+        size_t ws = cuk_matmul_work_size(&tw->w, n_tok);
+        void *work = ws ? cuda_test_dup(NULL, ws) : NULL;
+        if (ws) {
+            /* too small a work area is refused */
+            assert_int_equal(cuk_matmul(gemm, NULL, &tw->w, dx, n_tok, dy, work, ws - 1, &err), AI_ERR_INVALID);
+        }
+        ai_status st = cuk_matmul(gemm, NULL, &tw->w, dx, n_tok, dy, work, ws, &err);
+        if (st != AI_OK) fail_msg("cuk_matmul: %s", err.msg);
+        CUDA_OK(cudaDeviceSynchronize());
+        cudaFree(work);
+    }
+    cuda_test_get(y, dy, ny * sizeof(float));
+    double e = cuda_test_rel_err(y, ref, ny);
+    cudaFree(dx);
+    cudaFree(dy);
+    free(ref);
+    free(y);
+    free(x);
+    return e;
+}
+
+// --- host-only -----------------------------------------------------------------------------
+
+static void test_pack_layout(void **state)
+{
+    (void)state;
+    ai_err err;
+    assert_int_equal(cuk_weight_qs_bytes(DTYPE_Q8_0, 3, 64), 3u * 64);
+    assert_int_equal(cuk_weight_qs_bytes(DTYPE_Q4_1, 3, 64), 3u * 32);
+    assert_int_equal(cuk_weight_qs_bytes(DTYPE_BF16, 3, 64), 0u);
+    assert_int_equal(cuk_weight_bytes(DTYPE_BF16, 3, 5), 30u);
+    assert_int_equal(cuk_weight_bytes(DTYPE_Q4_0, 3, 64), 3u * 2 * 18);
+    assert_int_equal(cuk_weight_bytes(DTYPE_Q4_1, 3, 64), 3u * 2 * 20);
+    assert_int_equal(cuk_weight_bytes(DTYPE_Q8_0, 3, 64), 3u * 2 * 34);
+    assert_int_equal(cuk_weight_bytes(DTYPE_Q8_0, 3, 65), 0u);
+    /* a q4_1 row of two blocks: scales go to the scale plane, quants to the qs plane */
+    dtype_block_q4_1 src[2];
+    for (int b = 0; b < 2; b++) {
+        src[b].d = (uint16_t)(0x1000 + b);
+        src[b].m = (uint16_t)(0x2000 + b);
+        for (int j = 0; j < 16; j++) src[b].qs[j] = (uint8_t)(b * 16 + j);
+    }
+    unsigned char dst[40];
+    assert_int_equal(cuk_weight_pack(DTYPE_Q4_1, src, 1, 64, dst, &err), AI_OK);
+    for (int i = 0; i < 32; i++) assert_int_equal(dst[i], i);
+    uint16_t sc[4];
+    memcpy(sc, dst + 32, sizeof sc);
+    assert_int_equal(sc[0], 0x1000);
+    assert_int_equal(sc[1], 0x2000);
+    assert_int_equal(sc[2], 0x1001);
+    assert_int_equal(sc[3], 0x2001);
+    assert_int_equal(cuk_weight_pack(DTYPE_Q4_K, src, 1, 256, dst, &err), AI_ERR_UNSUPPORTED);
+    assert_int_equal(cuk_weight_pack(DTYPE_Q8_0, src, 1, 48, dst, &err), AI_ERR_INVALID);
+}
+
+// --- GEMV -----------------------------------------------------------------------------------
+
+static void test_gemv_all(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed();
+    /* n_in a multiple of 32 (all dtypes); the last two only for float types (n_in % 8 != 0 takes the
+     * unaligned path for f16/bf16, n_in odd for f32 too) */
+    static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {130, 1056}, {3, 32}, {33, 99}, {17, 100}};
+    static const int64_t toks[] = {1, 2, 3, 7, 16};
+    for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
+        const dtype t = all_types[d];
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            if (is_quant(t) && shapes[si][1] % 32) continue;
+            test_weight tw;
+            weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+                const double e = run_case(&tw, toks[k], NULL, &rng);
+                const double tol = t == DTYPE_F32 ? 1e-5 : 1e-4;
+                if (!(e <= tol))
+                    fail_msg("gemv %s %lldx%lld n_tok %lld: rel err %.3g > %.1g", dtype_name(t),
+                             (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], e, tol);
+            }
+            weight_free(&tw);
+        }
+    }
+}
+
+static void test_gemv_errors(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    ai_err err;
+    float *buf = cuda_test_dup(NULL, 64 * 64 * sizeof(float));
+    cuk_weight w = {.type = DTYPE_BF16, .n_out = 4, .n_in = 64, .data = buf};
+    assert_int_equal(cuk_gemv(NULL, &w, buf, 0, buf, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_gemv(NULL, &w, buf, CUK_GEMV_MAX_TOK + 1, buf, &err), AI_ERR_INVALID);
+    w.type = DTYPE_Q4_0;
+    w.n_in = 48;
+    assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_INVALID);
+    w.type = DTYPE_Q4_K;
+    w.n_in = 256;
+    assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_UNSUPPORTED);
+    cudaFree(buf);
+}
+
+// --- cuBLASLt path --------------------------------------------------------------------------
+
+static void test_matmul_gemm(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x5555;
+    cuk_gemm *g = NULL;
+    ai_err err;
+    assert_int_equal(cuk_gemm_init(&g, &err), AI_OK);
+    static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {129, 160}};
+    static const int64_t toks[] = {17, 64, 300};
+    for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
+        const dtype t = all_types[d];
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            test_weight tw;
+            weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+                if (toks[k] == 300 && shapes[si][1] > 1000) continue; /* keeps the CPU reference short */
+                for (int rep = 0; rep < 2; rep++) {            /* second call reuses the cached plan */
+                    const double e = run_case(&tw, toks[k], g, &rng);
+                    const double tol = t == DTYPE_F32 ? 1e-5 : 1e-2;
+                    if (!(e <= tol))
+                        fail_msg("matmul %s %lldx%lld n_tok %lld: rel err %.3g > %.1g", dtype_name(t),
+                                 (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], e, tol);
+                }
+            }
+            /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed) */
+            assert_int_equal(cuk_matmul_work_size(&tw.w, 16), 0u);
+            const double e = run_case(&tw, 5, g, &rng);
+            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : 1e-4));
+            weight_free(&tw);
+        }
+    }
+    /* a quantized weight larger than one dequantized tile (64 MB of bf16): several tiles */
+    test_weight big;
+    weight_make(&big, DTYPE_Q4_0, 8450, 4096, &rng);
+    const double e = run_case(&big, 17, g, &rng);
+    if (!(e <= 1e-2)) fail_msg("matmul q4_0 8450x4096 (tiled): rel err %.3g", e);
+    weight_free(&big);
+    cuk_gemm_free(g);
+}
+
+// --- random fill ----------------------------------------------------------------------------
+
+/* Values of a device weight as floats (host): planar -> GGUF rows -> dtype_dequantize_row. */
+static float *weight_values(const cuk_weight *w)
+{
+    const size_t nb = cuk_weight_bytes(w->type, w->n_out, w->n_in), n = (size_t)w->n_out * (size_t)w->n_in;
+    unsigned char *raw = malloc(nb);
+    float *v = malloc(n * sizeof(float));
+    assert_non_null(raw);
+    assert_non_null(v);
+    cuda_test_get(raw, w->data, nb);
+    ai_err err;
+    if (!is_quant(w->type)) {
+        for (int64_t r = 0; r < w->n_out; r++)
+            assert_int_equal(dtype_dequantize_row(w->type, raw + (size_t)r * (nb / (size_t)w->n_out),
+                                                  v + (size_t)r * w->n_in, w->n_in, &err),
+                             AI_OK);
+    } else {
+        const size_t qb = w->type == DTYPE_Q8_0 ? 32 : 16, sb = w->type == DTYPE_Q4_1 ? 4 : 2, bb = qb + sb;
+        const size_t nblk = n / 32, qsb = cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
+        unsigned char *blk = malloc(bb);
+        assert_non_null(blk);
+        for (size_t i = 0; i < nblk; i++) {
+            memcpy(blk, raw + qsb + i * sb, sb);
+            memcpy(blk + sb, raw + i * qb, qb);
+            assert_int_equal(dtype_dequantize_row(w->type, blk, v + i * 32, 32, &err), AI_OK);
+        }
+        free(blk);
+    }
+    free(raw);
+    return v;
+}
+
+static void test_fill_random(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    ai_err err;
+    const float scale = 0.25f;
+    for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
+        const dtype t = all_types[d];
+        cuk_weight a = {.type = t, .n_out = 300, .n_in = 256}, b = a, c = a, big = a;
+        big.n_out = 600;
+        const size_t nb = cuk_weight_bytes(t, a.n_out, a.n_in);
+        a.data = cuda_test_dup(NULL, nb);
+        b.data = cuda_test_dup(NULL, nb);
+        c.data = cuda_test_dup(NULL, nb);
+        big.data = cuda_test_dup(NULL, cuk_weight_bytes(t, big.n_out, big.n_in));
+        assert_int_equal(cuk_weight_fill_random(NULL, &a, 42, scale, &err), AI_OK);
+        assert_int_equal(cuk_weight_fill_random(NULL, &b, 42, scale, &err), AI_OK);
+        assert_int_equal(cuk_weight_fill_random(NULL, &c, 43, scale, &err), AI_OK);
+        assert_int_equal(cuk_weight_fill_random(NULL, &big, 42, scale, &err), AI_OK);
+        float *va = weight_values(&a), *vb = weight_values(&b), *vc = weight_values(&c), *vbig = weight_values(&big);
+        const size_t n = (size_t)a.n_out * (size_t)a.n_in;
+        size_t same_c = 0;
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            assert_false(isnan(va[i]));
+            if (va[i] != vb[i]) fail_msg("%s: same seed, element %zu differs", dtype_name(t), i);
+            same_c += va[i] == vc[i];
+            if (!(fabsf(va[i]) <= scale * 1.002f)) fail_msg("%s: value %g outside +-%g", dtype_name(t), va[i], scale);
+            sum += va[i];
+        }
+        /* the first 300 rows of a 600-row fill with the same seed are the same (launch-shape free) */
+        for (size_t i = 0; i < n; i++)
+            if (va[i] != vbig[i]) fail_msg("%s: fill depends on the matrix size (element %zu)", dtype_name(t), i);
+        assert_true(same_c < n / 10);
+        const double mean = sum / (double)n;
+        /* q4_0's codes are (nib - 8) d: mean -d/2 = -scale/16 */
+        const double expect = t == DTYPE_Q4_0 ? -scale / 16.0 : 0.0;
+        if (!(fabs(mean - expect) < 0.01 * scale))
+            fail_msg("%s: mean %g, expected about %g", dtype_name(t), mean, expect);
+        free(va);
+        free(vb);
+        free(vc);
+        free(vbig);
+        cudaFree(a.data);
+        cudaFree(b.data);
+        cudaFree(c.data);
+        cudaFree(big.data);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack_layout),
+        cmocka_unit_test(test_gemv_errors),
+        cmocka_unit_test(test_fill_random),
+        cmocka_unit_test(test_gemv_all),
+        cmocka_unit_test(test_matmul_gemm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
