@@ -20,6 +20,10 @@
 #include "aiinfra/dtype.h"
 #include "aiinfra/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A weight matrix (n_out, n_in) in backend memory, y = x W^T; vectors are n_out = 1, f32.
  * CPU: ggml rows as stored (usually pointing into the mmapped file). CUDA: the device layout of
  * cuda_kernels.h (float types as stored, quantized types "planar"). */
@@ -107,6 +111,10 @@ typedef struct backend_ops {
 
     // timing (benchmarks): a monotonic clock in ms that has waited for the ops before it
     double (*elapsed_ms)(void *ctx);
+    /* The two ceilings a benchmark reports against, measured now: copy bandwidth (GB/s, bytes read +
+     * written by a large device-to-device copy) and the dense bf16 matrix-product rate (TFLOP/s,
+     * 8192^3; 0 where not measured). */
+    ai_status (*ceilings)(void *ctx, double *copy_gbs, double *matmul_tflops, ai_err *err);
 } backend_ops;
 
 typedef struct backend {
@@ -124,5 +132,9 @@ ai_status backend_cuda_init(backend *out, int device, ai_err *err);
 bool backend_cuda_describe(int device, char *buf, size_t cap);
 
 void backend_free(backend *b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -29,6 +29,10 @@
 
 #include "aiinfra/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dtype {
     DTYPE_F32 = 0,
     DTYPE_F16,
@@ -86,5 +90,9 @@ void dtype_f32_to_bf16_row(const float *x, uint16_t *y, int64_t n);
 ai_status dtype_quantize_row(dtype t, const float *x, void *dst, int64_t n, ai_err *err);
 /* src: row of dtype t -> y: (n) f32. */
 ai_status dtype_dequantize_row(dtype t, const void *src, float *y, int64_t n, ai_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

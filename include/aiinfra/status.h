@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum ai_status {
     AI_OK = 0,
     AI_ERR_IO,          /* open/read/mmap failed */
@@ -35,5 +39,9 @@ ai_status ai_err_prefix(ai_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 const char *ai_status_str(ai_status s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

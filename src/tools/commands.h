@@ -10,5 +10,6 @@ int cmd_safetensors(int argc, char **argv); /* cmd_safetensors.c: dump a safeten
 int cmd_run(int argc, char **argv);        /* cmd_run.c: generate text from a prompt */
 int cmd_chat(int argc, char **argv);       /* cmd_chat.c: interactive multi-turn chat */
 int cmd_info(int argc, char **argv);       /* cmd_info.c: architecture, parameters, memory ledger */
+int cmd_bench(int argc, char **argv);      /* cmd_bench.c: prefill/decode speed against the roofline */
 
 #endif

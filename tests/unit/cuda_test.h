@@ -17,7 +17,7 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
-static int cuda_test_device(void)
+static inline int cuda_test_device(void)
 {
     static int have = -1;
     if (have < 0) {
@@ -42,7 +42,7 @@ static int cuda_test_device(void)
     } while (0)
 
 /* Device copy of n bytes of host data (h may be NULL: then poisoned). */
-static void *cuda_test_dup(const void *h, size_t n)
+static inline void *cuda_test_dup(const void *h, size_t n)
 {
     void *d = NULL;
     CUDA_OK(cudaMalloc(&d, n ? n : 1));
@@ -50,25 +50,25 @@ static void *cuda_test_dup(const void *h, size_t n)
     else CUDA_OK(cudaMemset(d, 0xFF, n));
     return d;
 }
-static void cuda_test_get(void *h, const void *d, size_t n)
+static inline void cuda_test_get(void *h, const void *d, size_t n)
 {
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
 }
 
 /* xorshift64*: uniform floats in [-1, 1). */
-static float cuda_test_randf(uint64_t *s)
+static inline float cuda_test_randf(uint64_t *s)
 {
     *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
     return (float)((*s * 0x2545F4914F6CDD1DULL) >> 40) / (float)(1 << 23) - 1.0f;
 }
-static void cuda_test_fill(float *x, size_t n, uint64_t *s, float scale)
+static inline void cuda_test_fill(float *x, size_t n, uint64_t *s, float scale)
 {
     for (size_t i = 0; i < n; i++) x[i] = scale * cuda_test_randf(s);
 }
 
 /* ||out - ref|| / ||ref||; NaN anywhere gives INFINITY. */
-static double cuda_test_rel_err(const float *out, const double *ref, size_t n)
+static inline double cuda_test_rel_err(const float *out, const double *ref, size_t n)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {

@@ -271,6 +271,31 @@ static double cb_elapsed_ms(void *ctx)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+static ai_status cb_ceilings(void *ctx, double *copy_gbs, double *matmul_tflops, ai_err *err)
+{
+    size_t n = (size_t)256 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return ai_err_set(err, AI_ERR_NOMEM, "cpu ceilings: out of memory");
+    }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e30;
+    for (int i = 0; i < 5; i++) {
+        double t0 = cb_elapsed_ms(ctx);
+        memcpy(b, a, n);
+        double t = cb_elapsed_ms(ctx) - t0;
+        if (t < best) best = t;
+    }
+    *copy_gbs = 2.0 * (double)n / (best * 1e6);
+    *matmul_tflops = 0;
+    free(a);
+    free(b);
+    return AI_OK;
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu", .free = cb_free, .alloc = cb_alloc, .dealloc = cb_dealloc, .upload = cb_copy,
     .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
@@ -278,7 +303,7 @@ static const backend_ops cpu_ops = {
     .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias, .rope = cb_rope,
     .swiglu = cb_swiglu, .kv_store = cb_kv_store, .gather_rows = cb_gather_rows, .matmul = cb_matmul,
     .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
-    .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms,
+    .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms, .ceilings = cb_ceilings,
 };
 
 ai_status backend_cpu_init(backend *out, int n_threads, ai_err *err)

@@ -19,12 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aiinfra/dtype.h"
-#include "aiinfra/status.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "aiinfra/backend.h"
+#include "aiinfra/dtype.h"
+#include "aiinfra/status.h"
 
 typedef struct CUstream_st *cuk_stream; /* = cudaStream_t */
 
@@ -38,11 +39,7 @@ typedef struct CUstream_st *cuk_stream; /* = cudaStream_t */
  *     scales at byte offset cuk_weight_qs_bytes(): (n_out, n_in / 32) f16 d (q8_0, q4_0), or
  *            (n_out, n_in / 32) pairs of f16 {d, m} (q4_1).
  * n_in is a multiple of 32 for quantized types. A vector (norm weight, bias) is n_out = 1, f32. */
-typedef struct cuk_weight {
-    dtype type;
-    int64_t n_out, n_in;
-    void *data;
-} cuk_weight;
+typedef backend_weight cuk_weight; /* the backend's weight type (include/aiinfra/backend.h) */
 
 /* Bytes of the quants part of a planar weight (0 for float types); total device bytes. */
 size_t cuk_weight_qs_bytes(dtype t, int64_t n_out, int64_t n_in);
@@ -124,24 +121,13 @@ ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_
  * + j % block_size of k_cache (num_slots, n_head_kv, head_dim) and v_cache (num_slots, n_head_kv,
  * head_dim_v). GQA: query head h reads kv head h / (n_head / n_head_kv).
  * Decode is q_len = 1 for every sequence; prefill chunks and decode tokens may be mixed. */
-typedef struct cuk_attn_args {
-    float *out;                  /* (n_tok, n_head * head_dim_v) */
-    const float *q;              /* (n_tok, q_stride), head h at h * head_dim */
-    int64_t q_stride;
-    const void *k_cache, *v_cache;
-    dtype kv_type;               /* DTYPE_F16 or DTYPE_F32 */
-    const int32_t *block_tables; /* (n_seq, max_blocks) */
-    const int32_t *q_start;      /* (n_seq + 1) */
-    const int32_t *seq_len;      /* (n_seq) */
-    int32_t n_seq, n_tok;
-    int32_t max_blocks;          /* columns of block_tables */
-    int32_t max_q_len;           /* host bound on any q_len (1 for pure decode) */
-    int32_t max_seq_len;         /* host bound on any seq_len (<= max_blocks * block_size) */
-    int32_t n_head, n_head_kv, head_dim, head_dim_v, block_size;
-    float scale;                 /* usually 1 / sqrt(head_dim) */
-    void *work;                  /* cuk_attention_work_size bytes (split-KV partials) */
-    size_t work_size;
-} cuk_attn_args;
+typedef backend_attn cuk_attn_args; /* fields (include/aiinfra/backend.h):
+ *   out (n_tok, n_head * head_dim_v); q (n_tok, q_stride), head h at h * head_dim;
+ *   k_cache, v_cache; kv_type (DTYPE_F16 or DTYPE_F32); block_tables (n_seq, max_blocks);
+ *   q_start (n_seq + 1); seq_len (n_seq); n_seq, n_tok; max_blocks (columns of block_tables);
+ *   max_q_len (host bound on any q_len, 1 for pure decode); max_seq_len (host bound on any seq_len,
+ *   <= max_blocks * block_size); n_head, n_head_kv, head_dim, head_dim_v, block_size; scale
+ *   (usually 1 / sqrt(head_dim)); work, work_size (cuk_attention_work_size bytes: split-KV partials) */
 
 size_t cuk_attention_work_size(const cuk_attn_args *a);
 ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err);
