@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU check, run ON the GPU machine from the repository root, over binaries built here:
+#   here:   make -j2 gpu && scripts/gpu-bundle.sh
+#   there:  scripts/gpu-check.sh [tests|bench|all] [extra aiinfra-bench configs...]
+#           (device tool: carry build/aiinfra build/tests build/bench build/gpu-libs)
+# Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
+# memcheck + racecheck on the kernel tests), kernels.log (kernel benchmarks), bench.jsonl (one
+# `aiinfra bench --json` line per configuration), and prints a short table last.
+set -uo pipefail
+what=${1:-all}
+[ $# -gt 0 ] && shift
+OUT=${OUT:-build/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/build/gpu-libs:${LD_LIBRARY_PATH:-}
+summary=$OUT/summary.txt
+: >"$summary"
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,power.draw --format=csv,noheader | tee -a "$summary"
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  : >"$OUT/tests.log"
+  for t in build/tests/test_cuda_*; do
+    [ -x "$t" ] || continue
+    timeout 300 "$t" >>"$OUT/tests.log" 2>&1
+    rc=$?
+    echo "test $(basename "$t"): rc=$rc $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok so far" | tee -a "$summary"
+  done
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) \]|worst relative|error|Error' "$OUT/tests.log" | head -40 | tee -a "$summary"
+  if command -v compute-sanitizer >/dev/null; then
+    : >"$OUT/sanitizer.log"
+    for t in build/tests/test_cuda_ops build/tests/test_cuda_gemv build/tests/test_cuda_attention; do
+      [ -x "$t" ] || continue
+      for tool in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" >>"$OUT/sanitizer.log" 2>&1
+        echo "sanitizer $tool $(basename "$t"): rc=$?" | tee -a "$summary"
+      done
+    done
+  fi
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  : >"$OUT/kernels.log"
+  for b in build/bench/bench_cuda_*; do
+    [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
+  done
+  : >"$OUT/bench.jsonl"
+  configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
+           "--arch llama3-8b --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 64 --prompt 1024 --gen 64"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 256 --prompt 1024 --gen 32"
+           "$@")
+  for c in "${configs[@]}"; do
+    [ -n "$c" ] || continue
+    # shellcheck disable=SC2086
+    timeout 240 build/aiinfra bench $c --json >>"$OUT/bench.jsonl" 2>>"$OUT/kernels.log" || echo "bench failed: $c" | tee -a "$summary"
+  done
+  python3 - "$OUT/bench.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+print(f"{'config':44} {'prefill tok/s':>13} {'of bound':>8} {'decode tok/s':>12} {'ms/step':>8} {'of bound':>8}")
+for line in open(sys.argv[1]):
+    try: r = json.loads(line)
+    except Exception: continue
+    name = f"{r['model']} {r['dtype']} b{r['batch']} p{r['prompt']} g{r['gen']}"
+    print(f"{name:44} {r['prefill_tok_s']:13.0f} {r['prefill_frac_of_bound']:8.2f} {r['decode_tok_s']:12.1f} "
+          f"{r['decode_ms_per_step']:8.3f} {r['decode_frac_of_bound']:8.2f}   copy {r['copy_gb_s']:.0f} GB/s, mm {r['matmul_tflop_s']:.0f} TF/s")
+PY
+  grep -E 'ratio|TB/s|GB/s' "$OUT/kernels.log" | tail -30
+fi
