@@ -56,10 +56,11 @@ extern "C" {
 
 typedef unsigned long long u64;
 
-/* Order-preserving key: a < b (floats, no NaN) <=> key(a) < key(b). */
+/* Order-preserving key: a < b (floats, no NaN) <=> key(a) < key(b); -0 and +0 share a key (l + 0.0f
+ * turns -0 into +0: they are one logit value, ordered among themselves by id). */
 __device__ __forceinline__ uint32_t smp_key(float l)
 {
-    uint32_t u = __float_as_uint(l);
+    uint32_t u = __float_as_uint(l + 0.0f);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
