@@ -100,7 +100,7 @@ static void run_case(const attn_case *c)
     cuda_test_fill(hq, (size_t)n_tok * q_stride, &rs, 1.5f);
     const size_t n_out = (size_t)n_tok * c->n_head * dv;
     double *ref = calloc(n_out, sizeof(double));
-    double *sc = malloc(sizeof(double) * (size_t)max_seq);
+    double *sc = malloc(sizeof(double) * (size_t)max_seq), qr[256];
     const double scale = 1.0 / sqrt((double)d);
     const int group = c->n_head / hkv;
     for (int s = 0; s < n_seq; s++)
@@ -109,15 +109,15 @@ static void run_case(const attn_case *c)
             for (int h = 0; h < c->n_head; h++) {
                 const int kh = h / group;
                 double mx = -INFINITY;
+                for (int i = 0; i < d; i++) {
+                    float qv = hq[(size_t)t * q_stride + (size_t)h * d + i];
+                    qr[i] = esz == 2 ? dtype_f16_to_f32(dtype_f32_to_f16(qv)) : qv;
+                }
                 for (int j = 0; j <= pos; j++) {
                     size_t slot = (size_t)bt[s * max_blocks + j / bs] * bs + j % bs;
                     const double *kr = kd + (slot * hkv + kh) * d;
                     double dot = 0;
-                    for (int i = 0; i < d; i++) {
-                        float qv = hq[(size_t)t * q_stride + (size_t)h * d + i];
-                        double qq = esz == 2 ? dtype_f16_to_f32(dtype_f32_to_f16(qv)) : qv;
-                        dot += qq * kr[i];
-                    }
+                    for (int i = 0; i < d; i++) dot += qr[i] * kr[i];
                     sc[j] = dot * scale;
                     if (sc[j] > mx) mx = sc[j];
                 }
