@@ -39,7 +39,7 @@ LIB_SRC := $(filter-out $(CUDA_C_SRC),$(ALL_LIB_SRC))
 CU_SRC  :=
 TEST_SRC := $(sort $(filter-out tests/unit/test_cuda_%,$(wildcard tests/unit/test_*.c)))
 endif
-NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo --compress-mode=size -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
              -Iinclude -Isrc -MMD -MP
 CU_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CU_SRC))
 CLI_SRC := $(sort $(wildcard src/tools/*.c))

@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# Copies the shared libraries our release binaries need (beyond glibc and the CUDA driver) into
-# build/gpu-libs, so build/aiinfra, build/tests/test_cuda_* and build/bench/* can run on the GPU
-# machine, which has the CUDA toolkit but none of our Debian -dev packages. Carry build/gpu-libs and
-# set LD_LIBRARY_PATH=build/gpu-libs there (scripts/gpu-check.sh does).
+# Packs what a GPU machine needs into build/gpu (carry that one folder; see scripts/gpu-check.sh):
+#   bin/aiinfra, tests/test_cuda_*, bench/bench_cuda_*   release builds, debug info stripped (size)
+#   lib/   the shared libraries they need beyond glibc and the CUDA driver (the GPU machine has the
+#          CUDA toolkit but none of our Debian -dev packages)
+#   fixture/smollm2-8l.gguf   real weights for the GPU-vs-CPU test (scripts/make_gpu_fixture.py), when
+#          the default model is in the cache
+# build/gpu-libs gets the same libraries, for running build/tests/* in place.
 set -euo pipefail
-out=build/gpu-libs
-mkdir -p "$out"
-bins=$(ls build/aiinfra build/tests/test_cuda_* build/bench/* 2>/dev/null || true)
+g=build/gpu
+rm -rf "$g"
+mkdir -p "$g/bin" "$g/tests" "$g/bench" "$g/lib" "$g/fixture" build/gpu-libs
+bins=$(ls build/aiinfra build/tests/test_cuda_* build/bench/bench_cuda_* 2>/dev/null | grep -v '\.d$' || true)
 for b in $bins; do
+  case $b in
+    build/aiinfra) d=$g/bin ;;
+    build/tests/*) d=$g/tests ;;
+    *) d=$g/bench ;;
+  esac
+  strip --strip-debug -o "$d/$(basename "$b")" "$b"
   ldd "$b" 2>/dev/null | awk '/=> \//{print $3}' | grep -E 'pcre2|cjson|utf8proc|xxhash|cmocka' || true
-done | sort -u | while read -r lib; do cp -L "$lib" "$out/"; done
-ls "$out"
+done | sort -u | while read -r lib; do cp -L "$lib" "$g/lib/"; cp -L "$lib" build/gpu-libs/; done
+model=${AIINFRA_CACHE:-$HOME/.cache/aiinfra}/SmolLM2-135M-Instruct.Q4_1.gguf
+venv=$(ls -d "$HOME"/.cache/aiinfra/venv-*/ 2>/dev/null | head -1)
+if [ -f "$model" ] && [ -n "$venv" ]; then
+  [ -f build/gpu-fixture/smollm2-8l.gguf ] || { mkdir -p build/gpu-fixture &&
+    "$venv/bin/python" scripts/make_gpu_fixture.py "$model" build/gpu-fixture/smollm2-8l.gguf; }
+  cp build/gpu-fixture/smollm2-8l.gguf "$g/fixture/"
+fi
+du -sh "$g"

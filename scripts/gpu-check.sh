@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
-#   here:   make -j2 gpu && scripts/gpu-bundle.sh
+#   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
 #   there:  scripts/gpu-check.sh [tests|bench|all] [extra aiinfra-bench configs...]
-#           (device tool: carry build/aiinfra build/tests build/bench build/gpu-libs)
+#           (device tool: carry build/gpu)
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
 # memcheck + racecheck on the kernel tests), kernels.log (kernel benchmarks), bench.jsonl (one
 # `aiinfra bench --json` line per configuration), and prints a short table last.
@@ -11,14 +11,16 @@ what=${1:-all}
 [ $# -gt 0 ] && shift
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/build/gpu-libs:${LD_LIBRARY_PATH:-}
+G=build/gpu
+export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
+[ -f $G/fixture/smollm2-8l.gguf ] && export AIINFRA_GPU_GGUF=$G/fixture/smollm2-8l.gguf
 summary=$OUT/summary.txt
 : >"$summary"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,power.draw --format=csv,noheader | tee -a "$summary"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   : >"$OUT/tests.log"
-  for t in build/tests/test_cuda_*; do
+  for t in $G/tests/test_cuda_*; do
     [ -x "$t" ] || continue
     timeout 300 "$t" >>"$OUT/tests.log" 2>&1
     rc=$?
@@ -27,7 +29,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -E '^\[  (FAILED|PASSED|SKIPPED) \]|worst relative|error|Error' "$OUT/tests.log" | head -40 | tee -a "$summary"
   if command -v compute-sanitizer >/dev/null; then
     : >"$OUT/sanitizer.log"
-    for t in build/tests/test_cuda_ops build/tests/test_cuda_gemv build/tests/test_cuda_attention; do
+    for t in $G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention; do
       [ -x "$t" ] || continue
       for tool in memcheck racecheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" >>"$OUT/sanitizer.log" 2>&1
@@ -39,7 +41,7 @@ fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
   : >"$OUT/kernels.log"
-  for b in build/bench/bench_cuda_*; do
+  for b in $G/bench/bench_cuda_*; do
     [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
   done
   : >"$OUT/bench.jsonl"
@@ -52,7 +54,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   for c in "${configs[@]}"; do
     [ -n "$c" ] || continue
     # shellcheck disable=SC2086
-    timeout 240 build/aiinfra bench $c --json >>"$OUT/bench.jsonl" 2>>"$OUT/kernels.log" || echo "bench failed: $c" | tee -a "$summary"
+    timeout 240 $G/bin/aiinfra bench $c --json >>"$OUT/bench.jsonl" 2>>"$OUT/kernels.log" || echo "bench failed: $c" | tee -a "$summary"
   done
   python3 - "$OUT/bench.jsonl" <<'PY' | tee -a "$summary"
 import json, sys

@@ -32,11 +32,67 @@ static void test_cuda_runner_kv_f16(void **state)
     backend_free(&be);
 }
 
+/* Real weights: $AIINFRA_GPU_GGUF (scripts/make_gpu_fixture.py: SmolLM2-135M-Instruct Q4_1 cut to 8
+ * blocks and 8192 tokens, small enough to travel). Teacher-forced logits within 5e-2 relative (the CPU
+ * multiplies Q4_1 weights by q8_1-rounded activations, the GPU by the f32 ones), then 48 greedy tokens
+ * from a fixed prompt: the GPU's sequence must equal the CPU's. */
+static void test_cuda_runner_real_q4_1(void **state)
+{
+    CUDA_TEST_REQUIRE();
+    const char *path = getenv("AIINFRA_GPU_GGUF");
+    if (!path) {
+        printf("skipped: AIINFRA_GPU_GGUF not set (scripts/make_gpu_fixture.py makes the file)\n");
+        skip();
+    }
+    backend be;
+    ai_err err = {0};
+    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
+    runner_check(&be, path, false, 5e-2);
+
+    model *m = NULL;
+    if (model_open(&m, path, &err) != AI_OK) fail_msg("%s", err.msg);
+    enum { N_PROMPT = 12, N_GEN = 48 };
+    int32_t prompt[N_PROMPT] = {1, 504, 3303, 282, 4118, 314, 253, 1345, 30, 378, 2511, 28};
+    model_ctx *ref = NULL;
+    model_ctx_params mp = {.n_ctx = 128, .n_batch = 32, .n_threads = 4};
+    if (model_ctx_init(&ref, m, &mp, &err) != AI_OK) fail_msg("%s", err.msg);
+    runner *r = NULL;
+    runner_params rp = {.max_tokens = 32, .max_seqs = 1, .n_ctx = 128, .kv_blocks = 8};
+    if (runner_init(&r, &be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("%s", err.msg);
+    int32_t bt[8] = {5, 3, 7, 1, 0, 2, 4, 6}, cpu_tok = 0, gpu_tok = 0, same = 0;
+    int32_t cur_cpu[N_PROMPT], n_cur = N_PROMPT, pos = 0;
+    memcpy(cur_cpu, prompt, sizeof prompt);
+    int32_t gpu_in[N_PROMPT];
+    memcpy(gpu_in, prompt, sizeof prompt);
+    for (int g = 0; g < N_GEN; g++) {
+        if (model_forward(ref, cur_cpu, n_cur, pos, &err) != AI_OK) fail_msg("%s", err.msg);
+        const float *l = model_logits(ref, NULL);
+        cpu_tok = 0;
+        for (int32_t v = 1; v < m->cfg.n_vocab; v++)
+            if (l[v] > l[cpu_tok]) cpu_tok = v;
+        runner_seq s = {.tokens = gpu_in, .q_len = n_cur, .seq_len = pos + n_cur, .block_table = bt};
+        if (runner_step(r, &s, 1, &gpu_tok, &err) != AI_OK) fail_msg("%s", err.msg);
+        if (gpu_tok != cpu_tok) break;
+        same++;
+        pos += n_cur;
+        n_cur = 1;
+        cur_cpu[0] = cpu_tok;
+        gpu_in[0] = gpu_tok;
+    }
+    printf("  greedy: GPU equals CPU for %d of %d tokens\n", same, N_GEN);
+    assert_int_equal(same, N_GEN);
+    runner_free(r);
+    model_ctx_free(ref);
+    model_close(m);
+    backend_free(&be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_runner_kv_f32),
         cmocka_unit_test(test_cuda_runner_kv_f16),
+        cmocka_unit_test(test_cuda_runner_real_q4_1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
