@@ -149,6 +149,10 @@ typedef struct model_ctx_params {
     bool all_logits;     /* keep logits for every token of a call (tests), else the last only */
     bool kv_f16;         /* K/V cache in f16 (half the memory; llama.cpp's default). Queries are then
                           * rounded to f16 too, as llama.cpp does before its f16 K products. */
+    struct backend *backend; /* NULL: the CPU forward of this file. Else the sequence runs as a runner
+                          * (runner.h) on that backend (e.g. CUDA) with an f16 paged KV cache; the
+                          * logits of the last token are copied back after each forward; all_logits
+                          * is then refused. The backend must outlive the context. */
 } model_ctx_params;
 
 typedef struct model_ctx model_ctx;

@@ -26,6 +26,7 @@
 
 #include "aiinfra/cpu_kernels.h"
 #include "aiinfra/model.h"
+#include "aiinfra/runner.h"
 #include "aiinfra/threadpool.h"
 #include "model/model_internal.h"
 
@@ -45,7 +46,26 @@ struct model_ctx {
     void *work;
     size_t work_size;
     int32_t n_logit_rows;
+    runner *run;              /* backend mode: the sequence lives here, logits copied into `logits` */
+    int32_t *block_table;     /* backend mode: blocks 0 .. n_ctx / block_size */
 };
+
+/* Backend mode: one sequence as a runner with blocks 0..n-1 in order, host logits for one row. */
+static ai_status ctx_init_backend(model_ctx *x, const model *m, const model_ctx_params *d, ai_err *err)
+{
+    if (d->all_logits) return ai_err_set(err, AI_ERR_UNSUPPORTED, "model_ctx: all_logits needs the CPU forward");
+    runner_params rp = {.max_tokens = d->n_batch, .max_seqs = 1, .n_ctx = d->n_ctx};
+    rp.kv_blocks = (d->n_ctx + 15) / 16;
+    ai_status st = runner_init(&x->run, d->backend, NULL, m, NULL, &rp, err);
+    if (st != AI_OK) return st;
+    x->block_table = malloc((size_t)rp.kv_blocks * sizeof(int32_t));
+    x->logits = malloc((size_t)m->cfg.n_vocab * sizeof(float));
+    x->mem = x->logits;
+    if (!x->block_table || !x->logits) return ai_err_set(err, AI_ERR_NOMEM, "model_ctx: out of memory");
+    for (int32_t i = 0; i < rp.kv_blocks; i++) x->block_table[i] = i;
+    x->mem_bytes = (size_t)m->cfg.n_vocab * sizeof(float);
+    return AI_OK;
+}
 
 // --- sizing -------------------------------------------------------------------
 
@@ -87,6 +107,12 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
     x->all_logits = d.all_logits;
     x->isa = cpu_isa_best();
     ai_status st;
+    if (d.backend) {
+        if ((st = ctx_init_backend(x, m, &d, err)) != AI_OK) goto fail;
+        if ((st = threadpool_init(&x->pool, 1, err)) != AI_OK) goto fail;
+        *out = x;
+        return AI_OK;
+    }
 
     size_t work = 0;
     for (int il = 0; il < c->n_layer; il++) {
@@ -163,6 +189,8 @@ void model_ctx_free(model_ctx *c)
 {
     if (!c) return;
     threadpool_free(c->pool);
+    runner_free(c->run);
+    free(c->block_table);
     free(c->mem);
     free(c);
 }
@@ -239,6 +267,12 @@ ai_status model_forward(model_ctx *x, const int32_t *tokens, int32_t n, int32_t 
         return ai_err_set(err, AI_ERR_RANGE, "model_forward: positions [%d, %d) exceed the context of %d tokens", pos,
                           pos + n, x->n_ctx);
     ai_status st;
+    if (x->run) {
+        runner_seq s = {.tokens = tokens, .q_len = n, .seq_len = pos + n, .block_table = x->block_table};
+        if ((st = runner_step(x->run, &s, 1, NULL, err)) != AI_OK) return st;
+        x->n_logit_rows = 1;
+        return runner_logits(x->run, x->logits, 1, err);
+    }
     const int64_t dim = c->dim, qd = (int64_t)c->n_head * c->head_dim;
     const int64_t kvd = (int64_t)c->n_head_kv * c->head_dim, kvdv = (int64_t)c->n_head_kv * c->head_dim_v;
     const size_t emb_row = m->tok_embd.nbytes / (size_t)c->n_vocab;

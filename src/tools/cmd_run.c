@@ -16,6 +16,7 @@
 
 #include "aiinfra/fileio.h"
 #include "aiinfra/generate.h"
+#include "aiinfra/backend.h"
 #include "aiinfra/model.h"
 #include "aiinfra/tokenizer.h"
 #include "tools/cli.h"
@@ -30,7 +31,7 @@ static int usage(void)
             "                   [--min-p P] [--seed S] [--repeat-penalty R] [--chat] [--system TEXT]\n"
             "                   [-t THREADS] [--ctx N] [--batch N] [--kv f32|f16] [--stop TEXT]... [--ignore-eos]\n"
             "                   [--dump FILE.json] [--logits FILE.f32] [--all-logits FILE.f32]\n"
-            "                   [--prompt-ids \"ID ID ...\"] [-q]\n"
+            "                   [--prompt-ids \"ID ID ...\"] [--backend cpu|cuda] [-q]\n"
             "  prints only the generated text on stdout; -m defaults to the default model\n");
     return 2;
 }
@@ -86,6 +87,8 @@ int cmd_run(int argc, char **argv)
     const char *stops[MAX_STOPS];
     size_t n_stops = 0;
     bool chat = false, quiet = false;
+    const char *backend_name = "cpu";
+    backend be = {0};
     double v = 0;
     generate_params gp = {.sp = sampler_params_default()};
     gp.sp.temperature = 0.0f;
@@ -104,6 +107,7 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--logits") && more) logits_out = argv[++i];
         else if (!strcmp(a, "--all-logits") && more) all_out = argv[++i];
         else if (!strcmp(a, "--prompt-ids") && more) prompt_ids = argv[++i];
+        else if (!strcmp(a, "--backend") && more) backend_name = argv[++i];
         else if (!strcmp(a, "--kv") && more) {
             const char *t = argv[++i];
             if (strcmp(t, "f16") && strcmp(t, "f32")) { fprintf(stderr, "aiinfra run: --kv takes f32 or f16\n"); return 2; }
@@ -164,6 +168,13 @@ int cmd_run(int argc, char **argv)
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
     cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
+    if (!strcmp(backend_name, "cuda")) {
+        if (backend_cuda_init(&be, 0, &err) != AI_OK) goto fail;
+        cp.backend = &be;
+    } else if (strcmp(backend_name, "cpu")) {
+        ai_err_set(&err, AI_ERR_INVALID, "unknown backend '%s' (cpu, cuda)", backend_name);
+        goto fail;
+    }
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (!quiet)
         fprintf(stderr, "aiinfra run: %s (%s, %d layers, dim %d, vocab %d), n_ctx %d, %d threads, %.1f MiB state\n",
@@ -246,6 +257,7 @@ done:
     if (gs_ok) generate_session_free(&gs);
     chat_prompt_free(&cpr);
     model_ctx_free(ctx);
+    backend_free(&be);
     tokenizer_free(tok);
     model_close(m);
     tok_ids_free(&ids);
