@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/k_gemv.h"
 
 #define CK(call)                                                                              \
     do {                                                                                      \
@@ -96,10 +97,22 @@ static double copy_bandwidth(cudaStream_t s, int reps)
     return 2.0 * (double)n / (ms * 1e-3);
 }
 
-/* Per-launch median ms of cuk_gemv (lt == 0) or cuk_matmul_lt (lt == 1) for one config. */
-static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int lt, cuk_gemm *gemm,
+/* Per-launch median ms for one config: mode 0 cuk_gemv, 1 cuk_matmul_lt, 2 + v cuk_gemv_variant v,
+ * -1 / -2 cuk_gemv_path 1 (CUDA cores) / 2 (tensor cores). */
+static const char *variant_name;
+static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok,
+                          float *y, void *work, size_t ws)
+{
+    if (mode == 1) return cuk_matmul_lt(gemm, s, w, x, n_tok, y, work, ws, &err);
+    if (mode >= 2) return cuk_gemv_variant(s, w, x, y, mode - 2, &variant_name, &err);
+    if (mode < 0) return cuk_gemv_path(s, w, x, n_tok, y, -mode, &err);
+    return cuk_gemv(s, w, x, n_tok, y, &err);
+}
+
+static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int mode, cuk_gemm *gemm,
                           int reps)
 {
+    const int lt = mode == 1;
     const size_t wb = cuk_weight_bytes(t, n_out, n_in);
     int copies = (int)(((size_t)512 << 20) / wb) + 1;
     if (copies < 2) copies = 2;
@@ -119,15 +132,13 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     void *work = NULL;
     if (ws) CK(cudaMalloc(&work, ws));
     /* one untimed call outside capture: creates the cuBLASLt plan (host allocation on first use) */
-    if (lt) AI(cuk_matmul_lt(gemm, s, &w[0], x, n_tok, y, work, ws, &err));
-    else AI(cuk_gemv(s, &w[0], x, n_tok, y, &err));
+    AI(run_mode(mode, gemm, s, &w[0], x, n_tok, y, work, ws));
     CK(cudaStreamSynchronize(s));
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < copies; i++) {
-        if (lt) AI(cuk_matmul_lt(gemm, s, &w[i], x, n_tok, y, work, ws, &err));
-        else AI(cuk_gemv(s, &w[i], x, n_tok, y, &err));
+        AI(run_mode(mode, gemm, s, &w[i], x, n_tok, y, work, ws));
     }
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
@@ -184,6 +195,40 @@ int main(int argc, char **argv)
                        lt_ms * 1e3, lt_bytes / (lt_ms * 1e-3) / 1e12, lt_ms / ms);
                 fflush(stdout);
             }
+        }
+    }
+    /* bf16: CUDA-core vs tensor-core kernel at each n_tok (cuk_gemv switches at CUK_GEMV_MMA_MIN_TOK) */
+    printf("\nbf16 kernels, TB/s effective: CUDA cores / tensor cores (mma)\n%-8s", "n_tok");
+    for (int si = 0; si < 5; si++) printf(" %17s", shapes[si].name);
+    printf("\n");
+    static const int ptoks[] = {1, 2, 3, 4, 8, 16};
+    for (int ti = 0; ti < 6; ti++) {
+        printf("%-8d", ptoks[ti]);
+        for (int si = 0; si < 5; si++) {
+            const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
+            const double bytes = (double)cuk_weight_bytes(DTYPE_BF16, no, ni) + 4.0 * ptoks[ti] * (double)(ni + no);
+            const double a = time_config(s, DTYPE_BF16, no, ni, ptoks[ti], -1, gemm, reps);
+            const double b = time_config(s, DTYPE_BF16, no, ni, ptoks[ti], -2, gemm, reps);
+            printf("    %6.3f / %6.3f", bytes / (a * 1e-3) / 1e12, bytes / (b * 1e-3) / 1e12);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    /* tuning variants of the n_tok = 1 kernel (variant 0 is the one cuk_gemv runs) */
+    printf("\nn_tok 1 variants (TB/s effective; %%copy)\n");
+    for (int q = 0; q < 2; q++) {
+        const dtype t = q ? DTYPE_Q4_0 : DTYPE_BF16;
+        for (int v = 0; v < CUK_GEMV_VARIANTS; v++) {
+            double bw[5];
+            for (int si = 0; si < 5; si++) {
+                const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
+                const double ms = time_config(s, t, no, ni, 1, 2 + v, gemm, reps);
+                bw[si] = ((double)cuk_weight_bytes(t, no, ni) + 4.0 * (double)(ni + no)) / (ms * 1e-3);
+            }
+            printf("%-5s %-10s", dtype_name(t), variant_name);
+            for (int si = 0; si < 5; si++) printf("  %s %.3f (%.1f%%)", shapes[si].name, bw[si] / 1e12, 100.0 * bw[si] / copy);
+            printf("\n");
+            fflush(stdout);
         }
     }
     /* Llama-3-8B: 32 layers x (wq, wk, wv, wo, gate, up, down) + output, GEMVs only */

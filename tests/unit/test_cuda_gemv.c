@@ -7,7 +7,8 @@
  * decoding are all checked by one comparison.
  *
  * Tolerances (||y - ref|| / ||ref||):
- *  - GEMV, f32 weights: 1e-5. Other dtypes: 1e-4. The products are exact dequantized values times
+ *  - GEMV, f32 weights: 1e-5. Other dtypes: 1e-4 (bf16 also through the tensor-core kernel, which
+ *    splits x into bf16 hi + lo: ~2^-17 per product). The products are exact dequantized values times
  *    f32 x accumulated in fp32 (the kernel applies per-block scales to fp32 partial sums), so the
  *    error is fp32 summation error (~1e-7 here); 1e-4 leaves room while still catching a wrong
  *    nibble, scale or row (each of those gives >= 1e-2).
@@ -26,6 +27,7 @@
 
 #include "aiinfra/dtype.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_gemv.h"
 
 static uint64_t test_seed(void)
 {
@@ -94,8 +96,8 @@ static void reference(const test_weight *tw, const float *x, int64_t n_tok, doub
         }
 }
 
-/* Runs y = x W^T through cuk_gemv (gemm == NULL) or cuk_matmul and returns the relative error. */
-static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, uint64_t *rng)
+/* Runs y = x W^T through cuk_gemv_path(path) (gemm == NULL) or cuk_matmul; the relative error. */
+static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, int path, uint64_t *rng)
 {
     const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in;
     const size_t nx = (size_t)n_tok * (size_t)n_in, ny = (size_t)n_tok * (size_t)n_out;
@@ -109,7 +111,8 @@ static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, uin
     float *dx = cuda_test_dup(x, nx * sizeof(float)), *dy = cuda_test_dup(NULL, ny * sizeof(float));
     ai_err err = {0};
     if (!gemm) {
-        ai_status st = cuk_gemv(NULL, &tw->w, dx, (int32_t)n_tok, dy, &err);
+        ai_status st = path ? cuk_gemv_path(NULL, &tw->w, dx, (int32_t)n_tok, dy, path, &err)
+                            : cuk_gemv(NULL, &tw->w, dx, (int32_t)n_tok, dy, &err);
         if (st != AI_OK) fail_msg("cuk_gemv: %s", err.msg);
     } else {
         size_t ws = cuk_matmul_work_size(&tw->w, n_tok);
@@ -184,13 +187,16 @@ static void test_gemv_all(void **state)
             if (is_quant(t) && shapes[si][1] % 32) continue;
             test_weight tw;
             weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
-            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
-                const double e = run_case(&tw, toks[k], NULL, &rng);
-                const double tol = t == DTYPE_F32 ? 1e-5 : 1e-4;
-                if (!(e <= tol))
-                    fail_msg("gemv %s %lldx%lld n_tok %lld: rel err %.3g > %.1g", dtype_name(t),
-                             (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], e, tol);
-            }
+            /* bf16 with n_in % 32 == 0: also both kernel families (CUDA cores, tensor cores) forced */
+            const int npath = t == DTYPE_BF16 && shapes[si][1] % 32 == 0 ? 3 : 1;
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+                for (int path = 0; path < npath; path++) {
+                    const double e = run_case(&tw, toks[k], NULL, path, &rng);
+                    const double tol = t == DTYPE_F32 ? 1e-5 : 1e-4;
+                    if (!(e <= tol))
+                        fail_msg("gemv %s %lldx%lld n_tok %lld path %d: rel err %.3g > %.1g", dtype_name(t),
+                                 (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], path, e, tol);
+                }
             weight_free(&tw);
         }
     }
@@ -208,6 +214,7 @@ static void test_gemv_errors(void **state)
     w.type = DTYPE_Q4_0;
     w.n_in = 48;
     assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_gemv_path(NULL, &w, buf, 1, buf, 2, &err), AI_ERR_INVALID); /* no mma for q4_0 */
     w.type = DTYPE_Q4_K;
     w.n_in = 256;
     assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_UNSUPPORTED);
@@ -234,7 +241,7 @@ static void test_matmul_gemm(void **state)
             for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
                 if (toks[k] == 300 && shapes[si][1] > 1000) continue; /* keeps the CPU reference short */
                 for (int rep = 0; rep < 2; rep++) {            /* second call reuses the cached plan */
-                    const double e = run_case(&tw, toks[k], g, &rng);
+                    const double e = run_case(&tw, toks[k], g, 0, &rng);
                     const double tol = t == DTYPE_F32 ? 1e-5 : 1e-2;
                     if (!(e <= tol))
                         fail_msg("matmul %s %lldx%lld n_tok %lld: rel err %.3g > %.1g", dtype_name(t),
@@ -243,7 +250,7 @@ static void test_matmul_gemm(void **state)
             }
             /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed) */
             assert_int_equal(cuk_matmul_work_size(&tw.w, 16), 0u);
-            const double e = run_case(&tw, 5, g, &rng);
+            const double e = run_case(&tw, 5, g, 0, &rng);
             assert_true(e <= (t == DTYPE_F32 ? 1e-5 : 1e-4));
             weight_free(&tw);
         }
@@ -251,7 +258,7 @@ static void test_matmul_gemm(void **state)
     /* a quantized weight larger than one dequantized tile (64 MB of bf16): several tiles */
     test_weight big;
     weight_make(&big, DTYPE_Q4_0, 8450, 4096, &rng);
-    const double e = run_case(&big, 17, g, &rng);
+    const double e = run_case(&big, 17, g, 0, &rng);
     if (!(e <= 1e-2)) fail_msg("matmul q4_0 8450x4096 (tiled): rel err %.3g", e);
     weight_free(&big);
     cuk_gemm_free(g);

@@ -36,6 +36,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_gemv.h"
 
 namespace {
 
@@ -51,8 +52,12 @@ template <> struct Traits<W_Q8_0> { static constexpr int E = 16; };
 template <> struct Traits<W_Q4_0> { static constexpr int E = 32; };
 template <> struct Traits<W_Q4_1> { static constexpr int E = 32; };
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+/* Weight loads. L = 0: non-coherent, no L1 allocation, L2 256-byte prefetch (the default);
+ * L = 1: evict-first (__ldcs); L = 2: plain __ldg. 1 and 2 exist for bench variants. */
+template <int L> __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
 {
+    if constexpr (L == 1) return __ldcs(p);
+    if constexpr (L == 2) return __ldg(p);
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -197,7 +202,7 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
     }
 }
 
-template <int K, int T, int R, int U>
+template <int K, int T, int R, int U, int L>
 __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
                                                    const unsigned char *__restrict__ scales,
                                                    const float *__restrict__ x, float *__restrict__ y, int n_out,
@@ -231,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 if (c < nc) {
-                    q[u][r] = ld_stream(wr[r] + c);
+                    q[u][r] = ld_stream<L>(wr[r] + c);
                     if constexpr (K == W_Q4_1)
                         sc[u][r] = __ldg(reinterpret_cast<const unsigned int *>(scales) + (size_t)srow[r] * nblk + c);
                     else if constexpr (quant)
@@ -309,15 +314,20 @@ template <int K, int T> struct Shape {
     static constexpr int U = (K == W_F32 || K == W_F16 || K == W_BF16) ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : (T == 1 ? 2 : 1);
 };
 
+template <int K, int T, int R, int U, int L>
+void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    const unsigned char *base = static_cast<const unsigned char *>(w->data);
+    const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
+    const unsigned blocks = (unsigned)((w->n_out + R - 1) / R);
+    k_gemv<K, T, R, U, L><<<blocks, kThreads, 0, (cudaStream_t)s>>>(base, sc, x, y, (int)w->n_out, (int)w->n_in,
+                                                                    n_tok);
+}
+
 template <int K, int T>
 void launch_t(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
 {
-    using S = Shape<K, T>;
-    const unsigned char *base = static_cast<const unsigned char *>(w->data);
-    const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
-    const unsigned blocks = (unsigned)((w->n_out + S::R - 1) / S::R);
-    k_gemv<K, T, S::R, S::U><<<blocks, kThreads, 0, (cudaStream_t)s>>>(base, sc, x, y, (int)w->n_out, (int)w->n_in,
-                                                                       n_tok);
+    launch_v<K, T, Shape<K, T>::R, Shape<K, T>::U, 0>(s, w, x, n_tok, y);
 }
 
 template <int K>
@@ -339,7 +349,50 @@ void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, fl
 
 } // namespace
 
+/* Bench-only tuning variants at n_tok 1 (k_gemv.h). */
+extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, float *y, int v,
+                                      const char **name, ai_err *err)
+{
+    static const char *const bf16_names[] = {"R2U4", "R1U8", "R4U2", "R2U8", "R1U4", "R2U4 ldcs", "R2U4 ldg", "R4U4"};
+    static const char *const q4_names[] = {"R4U2", "R2U2", "R4U1", "R8U1", "R2U4", "R4U2 ldcs", "R4U2 ldg", "R2U1"};
+    if (!w || !w->data || v < 0 || v >= 8 || w->n_in % 32 || (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_variant: bad arguments");
+    if (w->type == DTYPE_BF16) {
+        *name = bf16_names[v];
+        switch (v) {
+        case 0: launch_v<W_BF16, 1, 2, 4, 0>(s, w, x, 1, y); break;
+        case 1: launch_v<W_BF16, 1, 1, 8, 0>(s, w, x, 1, y); break;
+        case 2: launch_v<W_BF16, 1, 4, 2, 0>(s, w, x, 1, y); break;
+        case 3: launch_v<W_BF16, 1, 2, 8, 0>(s, w, x, 1, y); break;
+        case 4: launch_v<W_BF16, 1, 1, 4, 0>(s, w, x, 1, y); break;
+        case 5: launch_v<W_BF16, 1, 2, 4, 1>(s, w, x, 1, y); break;
+        case 6: launch_v<W_BF16, 1, 2, 4, 2>(s, w, x, 1, y); break;
+        default: launch_v<W_BF16, 1, 4, 4, 0>(s, w, x, 1, y); break;
+        }
+    } else {
+        *name = q4_names[v];
+        switch (v) {
+        case 0: launch_v<W_Q4_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
+        case 1: launch_v<W_Q4_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
+        case 2: launch_v<W_Q4_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
+        case 3: launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
+        case 4: launch_v<W_Q4_0, 1, 2, 4, 0>(s, w, x, 1, y); break;
+        case 5: launch_v<W_Q4_0, 1, 4, 2, 1>(s, w, x, 1, y); break;
+        case 6: launch_v<W_Q4_0, 1, 4, 2, 2>(s, w, x, 1, y); break;
+        default: launch_v<W_Q4_0, 1, 2, 1, 0>(s, w, x, 1, y); break;
+        }
+    }
+    CUK_LAUNCHED(err, "cuk_gemv_variant");
+    return AI_OK;
+}
+
 extern "C" ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
+{
+    return cuk_gemv_path(s, w, x, n_tok, y, 0, err);
+}
+
+extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                   int path, ai_err *err)
 {
     if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_in < 1 ||
         w->n_out > (1 << 30) || w->n_in > (1 << 30))
@@ -351,6 +404,10 @@ extern "C" ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x,
     /* 16-byte loads need 16-byte aligned rows of weights and x */
     const int per16 = w->type == DTYPE_F32 ? 4 : 8;
     const bool vec = w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+    const bool mma_ok = w->type == DTYPE_BF16 && vec && w->n_in % 32 == 0;
+    if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
+    if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
+        return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);
     switch (w->type) {
     case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y) : launch_any<W_F32>(s, w, x, n_tok, y); break;
     case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y) : launch_any<W_F16>(s, w, x, n_tok, y); break;

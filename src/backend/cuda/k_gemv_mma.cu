@@ -1,0 +1,189 @@
+/* k_gemv_mma.cu - bf16 GEMV for several tokens on the tensor cores (mma.sync m16n8k16, fp32 accumulate).
+ *
+ * Why: with n_tok = 8..16 the CUDA-core GEMV needs 8..16 fp32 FMAs per weight value; at ~9 bf16
+ * values per SM per clock (4.8 TB/s) that is 72..144 FMA/clock against 128 available, plus the x
+ * traffic, so it cannot stay at the bandwidth roofline. The tensor cores do the products for free.
+ *
+ * Mapping (one mma: M = 16 tokens, N = 8 weight rows, K = 16):
+ *  - lane (g = lane / 4, q = lane % 4) loads 16 bytes (8 bf16) of weight row g of the row group at
+ *    columns c0 + 8q .. c0 + 8q + 7, c0 = 32 * tile. A dot product does not care in which order its
+ *    k terms come, so we let the MMA's k slots {2q, 2q+1, 2q+8, 2q+9} stand for those columns:
+ *    step 1 takes columns +0,+1 (slots 2q, 2q+1) and +2,+3 (slots 2q+8, 2q+9), step 2 takes +4..+7.
+ *    The B fragment (k x n, col-major) is then the raw words of the load: {w.x, w.y}, {w.z, w.w}.
+ *  - The A fragment (tokens x k) uses the same slot -> column map: lane (g, q) reads x rows g and
+ *    g + 8 at the same 8 columns (two float4 each), zero past n_tok.
+ *  - x is f32; bf16 would cost ~2^-9 per product. It is split x = hi + lo with hi = bf16(x),
+ *    lo = bf16(x - hi) (~16 significant bits together, error ~2^-17), and each step runs two MMAs
+ *    (hi, lo) into one fp32 accumulator: twice the tensor work, still far below its rate.
+ *  - Block: 8 warps x RG row groups (8 * RG rows); warp w takes tiles w, w + 8, ... of 32 columns,
+ *    each lane keeping U x RG 16-byte loads in flight. Partial accumulators (16 tokens x 8 RG rows
+ *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
+ *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
+ *
+ * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
+ * written), x rows [0, n_tok); writes exactly y[0..n_tok)[0..n_out). Deterministic (no atomics).
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_gemv.h"
+
+namespace {
+
+constexpr int kWarps = 8;
+
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float a, float b)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x (low half) = a */
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* hi/lo bf16 pairs of (a, b): a = hi.x + lo.x to ~16 bits. */
+__device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo)
+{
+    hi = pack_bf16(a, b);
+    const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xFFFF0000u);
+    lo = pack_bf16(a - ha, b - hb);
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* x fragment of one lane for one tile: 8 columns of token rows g (a*) and g + 8 (b*), hi and lo. */
+struct xfrag {
+    uint32_t ah[4], al[4], bh[4], bl[4];
+};
+
+template <bool HI16>
+__device__ __forceinline__ void load_x(xfrag &f, const float *xa, const float *xb, bool va, bool vb, int col)
+{
+    float4 a0 = make_float4(0, 0, 0, 0), a1 = a0, b0 = a0, b1 = a0;
+    if (va) {
+        a0 = __ldg(reinterpret_cast<const float4 *>(xa + col));
+        a1 = __ldg(reinterpret_cast<const float4 *>(xa + col + 4));
+    }
+    split2(a0.x, a0.y, f.ah[0], f.al[0]);
+    split2(a0.z, a0.w, f.ah[1], f.al[1]);
+    split2(a1.x, a1.y, f.ah[2], f.al[2]);
+    split2(a1.z, a1.w, f.ah[3], f.al[3]);
+    if constexpr (HI16) {
+        if (vb) {
+            b0 = __ldg(reinterpret_cast<const float4 *>(xb + col));
+            b1 = __ldg(reinterpret_cast<const float4 *>(xb + col + 4));
+        }
+        split2(b0.x, b0.y, f.bh[0], f.bl[0]);
+        split2(b0.z, b0.w, f.bh[1], f.bl[1]);
+        split2(b1.x, b1.y, f.bh[2], f.bl[2]);
+        split2(b1.z, b1.w, f.bh[3], f.bl[3]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) f.bh[i] = f.bl[i] = 0u;
+    }
+}
+
+/* c += x_tile (16 tokens x 32 cols) . w_tile (8 rows x 32 cols)^T, hi and lo parts. */
+__device__ __forceinline__ void tile_mma(float (&c)[4], const xfrag &f, const uint4 &w)
+{
+    mma(c, f.ah[0], f.bh[0], f.ah[1], f.bh[1], w.x, w.y);
+    mma(c, f.al[0], f.bl[0], f.al[1], f.bl[1], w.x, w.y);
+    mma(c, f.ah[2], f.bh[2], f.ah[3], f.bh[3], w.z, w.w);
+    mma(c, f.al[2], f.bl[2], f.al[3], f.bl[3], w.z, w.w);
+}
+
+/* HI16: n_tok > 8 (tokens 8..15 present). */
+template <int RG, int U, bool HI16>
+__global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *__restrict__ w,
+                                                          const float *__restrict__ x, float *__restrict__ y,
+                                                          int n_out, int n_in, int n_tok)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int row0 = blockIdx.x * 8 * RG;
+    const int ntile = n_in / 32;
+    const uint4 *wr[RG];
+#pragma unroll
+    for (int j = 0; j < RG; j++) {
+        const int r = min(row0 + 8 * j + g, n_out - 1);
+        wr[j] = reinterpret_cast<const uint4 *>(w + (size_t)r * n_in) + q; /* + 4 uint4 per tile */
+    }
+    const bool va = g < n_tok, vb = g + 8 < n_tok;
+    const float *xa = x + (size_t)min(g, n_tok - 1) * n_in + 8 * q;
+    const float *xb = x + (size_t)min(g + 8, n_tok - 1) * n_in + 8 * q;
+
+    float c[RG][4] = {};
+    for (int t0 = warp; t0 < ntile; t0 += kWarps * U) {
+        uint4 wv[U][RG];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int t = t0 + u * kWarps;
+#pragma unroll
+            for (int j = 0; j < RG; j++) wv[u][j] = t < ntile ? ld_stream(wr[j] + 4 * t) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int t = t0 + u * kWarps;
+            if (t < ntile) {
+                xfrag f;
+                load_x<HI16>(f, xa, xb, va, vb, 32 * t);
+#pragma unroll
+                for (int j = 0; j < RG; j++) tile_mma(c[j], f, wv[u][j]);
+            }
+        }
+    }
+
+    /* c[j]: {(token g, row 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1)} of row group j */
+    __shared__ float red[kWarps][16][8 * RG];
+#pragma unroll
+    for (int j = 0; j < RG; j++) {
+        red[warp][g][8 * j + 2 * q] = c[j][0];
+        red[warp][g][8 * j + 2 * q + 1] = c[j][1];
+        red[warp][g + 8][8 * j + 2 * q] = c[j][2];
+        red[warp][g + 8][8 * j + 2 * q + 1] = c[j][3];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * 8 * RG; i += kWarps * 32) {
+        const int t = i / (8 * RG), r = i % (8 * RG);
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kWarps; k++) v += red[k][t][r];
+        if (t < n_tok && row0 + r < n_out) y[(size_t)t * n_out + row0 + r] = v;
+    }
+}
+
+constexpr int kRG = 2, kU = 4;
+
+} // namespace
+
+extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                       ai_err *err)
+{
+    if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
+        w->n_in < 32 || w->n_in % 32 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
+        (uintptr_t)x % 16)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad arguments");
+    const unsigned blocks = (unsigned)((w->n_out + 8 * kRG - 1) / (8 * kRG));
+    const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
+    cudaStream_t cs = (cudaStream_t)s;
+    if (n_tok > 8)
+        k_gemv_mma<kRG, kU, true><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+    else
+        k_gemv_mma<kRG, kU, false><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+    CUK_LAUNCHED(err, "cuk_gemv_bf16_mma");
+    return AI_OK;
+}
