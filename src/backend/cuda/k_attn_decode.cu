@@ -184,7 +184,17 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     }
 }
 
-/* Grid (n_head, n_seq), D threads: merges the partials of the splits that ran. */
+/* Grid (n_head, n_seq), D threads: merges the partials of the splits that ran.
+ * Measured on the H200 (bench_cuda_attention, 2026-12-02): this serial merge (each thread walks
+ * all 4 * n_split partials in turn, latency-bound) is the suspected cause (not yet confirmed) of the 1 x 32k
+ * figure (47 splits, 188 partials per head: 69 us, 46% of copy, where 8 x 8k with 24 partials
+ * reaches 71%). KATTN_DEC_PAR_REDUCE=1 selects a parallel merge (partials spread over the threads,
+ * weights staged in shared memory, independent loads in flight): written after the last GPU run,
+ * NOT YET RUN ON A GPU - test_cuda_attention must pass with it before it becomes the default. */
+#ifndef KATTN_DEC_PAR_REDUCE
+#define KATTN_DEC_PAR_REDUCE 0
+#endif
+#if !KATTN_DEC_PAR_REDUCE
 template <int D>
 __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
 {
@@ -206,6 +216,52 @@ __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, 
     a.out[(size_t)q0 * a.n_head * D + (size_t)h * D + d] = L > 0.f ? acc / L : 0.f;
 }
 
+#else
+template <int D>
+__global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
+{
+    constexpr int NWP = D / 32;
+    __shared__ float wsh[D];
+    __shared__ float red[NWP];
+    const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x, lane = d & 31, warp = d >> 5;
+    const int q0 = a.q_start[s];
+    if (a.q_start[s + 1] - q0 < 1) return;
+    const int seq_len = a.seq_len[s];
+    const int n_act = seq_len > 0 ? min(n_split, (seq_len + chunk - 1) / chunk) * DEC_WARPS : 0;
+    const size_t pstride = D + 4;
+    const float *pw = work + ((size_t)s * a.n_head + h) * n_split * DEC_WARPS * pstride;
+    float M = -INFINITY;
+    for (int p = d; p < n_act; p += D) M = fmaxf(M, pw[p * pstride]);
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = red[0];
+    for (int i = 1; i < NWP; i++) M = fmaxf(M, red[i]);
+    __syncthreads(); /* red is reused for L */
+    float L = 0.f, acc = 0.f;
+    for (int c0 = 0; c0 < n_act; c0 += D) {
+        const int p = c0 + d;
+        float w = 0.f;
+        if (p < n_act) {
+            w = kattn_exp2(pw[p * pstride] - M);
+            L = fmaf(w, pw[p * pstride + 1], L);
+        }
+        wsh[d] = w;
+        __syncthreads();
+        const int nc = min(D, n_act - c0);
+#pragma unroll 8
+        for (int i = 0; i < nc; i++) acc = fmaf(wsh[i], pw[(size_t)(c0 + i) * pstride + 4 + d], acc);
+        __syncthreads();
+    }
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    if (lane == 0) red[warp] = L;
+    __syncthreads();
+    L = 0.f;
+    for (int i = 0; i < NWP; i++) L += red[i];
+    a.out[(size_t)q0 * a.n_head * D + (size_t)h * D + d] = L > 0.f ? acc / L : 0.f;
+}
+#endif
+
 int kattn_decode_supported(const cuk_attn_args *a)
 {
     const int group = a->n_head / a->n_head_kv;
@@ -213,31 +269,61 @@ int kattn_decode_supported(const cuk_attn_args *a)
            group <= 16 && ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
 }
 
-static int dec_sms(void)
+/* CTAs of kattn_decode_split<D, G> resident on the whole GPU (SMs x occupancy); 3 x 132 when the
+ * device cannot be asked (no GPU: the launch fails anyway). */
+template <int D, int G> static long dec_slots_g(void)
 {
-    int dev = 0, sms = 0;
+    int dev = 0, sms = 0, occ = 0;
+    const size_t sm = dec_smem<D, G>::bytes;
     if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaFuncSetAttribute(kattn_decode_split<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, G>, 128, sm) != cudaSuccess ||
+        sms < 1 || occ < 1) {
         (void)cudaGetLastError();
-        sms = 132;
+        return 3L * 132;
     }
-    return sms;
+    return (long)sms * occ;
 }
 
-/* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count: enough CTAs
- * for about three resident per SM, at least 256 keys per split. */
+template <int D> static long dec_slots_d(int group)
+{
+    if (group <= 1) return dec_slots_g<D, 1>();
+    if (group <= 2) return dec_slots_g<D, 2>();
+    if (group <= 4) return dec_slots_g<D, 4>();
+    if (group <= 8) return dec_slots_g<D, 8>();
+    return dec_slots_g<D, 16>();
+}
+
+/* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN, >= 256 keys unless the context is
+ * shorter) and the split count. Picks the split count with the least estimated time: waves of
+ * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys), so batch-1 long contexts
+ * spread over every SM and large batches avoid a mostly empty last wave. */
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
-    const long target = 3L * dec_sms();
-    long ns = (target + pairs - 1) / pairs;
-    const long max_ns = (a->max_seq_len + 255) / 256;
-    if (ns > max_ns) ns = max_ns;
-    if (ns < 1) ns = 1;
-    long ch = (a->max_seq_len + ns - 1) / ns;
-    ch = (ch + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
-    *chunk = (int)ch;
-    *n_split = (int)((a->max_seq_len + ch - 1) / ch);
+    const int group = a->n_head / a->n_head_kv;
+    const long slots = a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
+    long max_ns = (a->max_seq_len + 255) / 256;
+    if (max_ns < 1) max_ns = 1;
+    if (max_ns > 4096) max_ns = 4096;
+    long best_ns = 1, best_ch = 0;
+    double best_cost = 0;
+    for (long ns = 1; ns <= max_ns; ns++) {
+        long ch = (a->max_seq_len + ns - 1) / ns;
+        ch = (ch + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
+        const long real_ns = (a->max_seq_len + ch - 1) / ch;
+        const long waves = (pairs * real_ns + slots - 1) / slots;
+        const double cost = (double)waves * (double)(ch + 48);
+        if (best_ch == 0 || cost < best_cost) {
+            best_cost = cost;
+            best_ns = real_ns;
+            best_ch = ch;
+        }
+    }
+    *chunk = (int)best_ch;
+    *n_split = (int)best_ns;
 }
 
 int kattn_decode_splits(const cuk_attn_args *a)

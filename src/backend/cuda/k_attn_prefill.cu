@@ -4,7 +4,7 @@
  * Grid (q tile, head, sequence); the q-tile count comes from the by-value max_q_len, and CTAs whose
  * tile starts past their sequence's q_len exit, so one launch serves every sequence (varlen) and
  * the launch does not read device data. Tiles run heaviest first (reversed x) for causal balance.
- * A CTA is 4 warps, 64 query rows (16 per warp) of one head; GQA maps head h to kv head h / group.
+ * A CTA is KATTN_FA_WARPS warps, 16 query rows each, of one head; GQA maps head h to kv head h / group.
  *
  *  - Q: f32 rows scaled by scale * log2 e, rounded to f16 into shared memory, then held in registers
  *    as mma A fragments (ldmatrix) for the whole key loop.
@@ -23,8 +23,11 @@
  */
 #include "backend/cuda/k_attn.h"
 
-#define FA_BM 64
 #define FA_BN 64
+/* Warps per CTA (16 query rows each): 4 -> 64-row tiles, 8 -> 128-row tiles. */
+#ifndef KATTN_FA_WARPS
+#define KATTN_FA_WARPS 4
+#endif
 
 static __device__ __forceinline__ void fa_ldsm4(uint32_t r[4], const void *p)
 {
@@ -55,13 +58,13 @@ static __device__ __forceinline__ uint32_t fa_pack(float lo, float hi)
 /* Offset in halves of chunk c (8 halves) of row r in a swizzled [rows][D] tile. */
 template <int D> static __device__ __forceinline__ int fa_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
 
-template <int D> struct fa_cfg {
-    static constexpr size_t smem = (size_t)(FA_BM * D + 4 * FA_BN * D) * 2; /* Q, 2 x (K, V) */
+template <int D, int NW> struct fa_cfg {
+    static constexpr size_t smem = (size_t)(16 * NW * D + 4 * FA_BN * D) * 2; /* Q, 2 x (K, V) */
 };
 
-template <int D> __global__ void __launch_bounds__(128, 2) kattn_fa2(const cuk_attn_args a)
+template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) kattn_fa2(const cuk_attn_args a)
 {
-    constexpr int CH = D / 8, NB = FA_BN / 8, DB = D / 8;
+    constexpr int CH = D / 8, NB = FA_BN / 8, DB = D / 8, FA_BM = 16 * NW, NT = NW * 32;
     extern __shared__ __align__(128) unsigned char smem[];
     __half *Qs = (__half *)smem, *Ks = Qs + FA_BM * D, *Vs = Ks + 2 * FA_BN * D;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
@@ -76,7 +79,7 @@ template <int D> __global__ void __launch_bounds__(128, 2) kattn_fa2(const cuk_a
 
     /* Q tile -> f16, scaled, swizzled */
     const float qscale = a.scale * KATTN_LOG2E;
-    for (int i = tid; i < FA_BM * D / 4; i += 128) {
+    for (int i = tid; i < FA_BM * D / 4; i += NT) {
         const int r = i / (D / 4), d = (i % (D / 4)) * 4;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (row0 + r < q_len) v = *(const float4 *)(a.q + (size_t)(q0 + row0 + r) * a.q_stride + (size_t)h * D + d);
@@ -92,8 +95,8 @@ template <int D> __global__ void __launch_bounds__(128, 2) kattn_fa2(const cuk_a
     auto load_kv = [&](int kt, int st) {
         __half *ks = Ks + st * FA_BN * D, *vs = Vs + st * FA_BN * D;
 #pragma unroll
-        for (int i = 0; i < FA_BN * CH / 128; i++) {
-            const int c = tid + 128 * i, r = c / CH, part = c % CH, j = kt * FA_BN + r;
+        for (int i = 0; i < FA_BN * CH / NT; i++) {
+            const int c = tid + NT * i, r = c / CH, part = c % CH, j = kt * FA_BN + r;
             const bool ok = j < kv_len;
             size_t off = 0;
             if (ok) off = ((size_t)bt[j >> bsh] * a.block_size + (j & bmask)) * rowsz + (size_t)kvh * D + part * 8;
@@ -228,11 +231,12 @@ int kattn_prefill_supported(const cuk_attn_args *a)
 
 template <int D> static cudaError_t fa_launch(cudaStream_t st, const cuk_attn_args *a)
 {
-    const size_t sm = fa_cfg<D>::smem;
-    cudaError_t e = cudaFuncSetAttribute(kattn_fa2<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    constexpr int NW = KATTN_FA_WARPS, BM = 16 * NW;
+    const size_t sm = fa_cfg<D, NW>::smem;
+    cudaError_t e = cudaFuncSetAttribute(kattn_fa2<D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
-    dim3 grid((unsigned)((a->max_q_len + FA_BM - 1) / FA_BM), (unsigned)a->n_head, (unsigned)a->n_seq);
-    kattn_fa2<D><<<grid, 128, sm, st>>>(*a);
+    dim3 grid((unsigned)((a->max_q_len + BM - 1) / BM), (unsigned)a->n_head, (unsigned)a->n_seq);
+    kattn_fa2<D, NW><<<grid, NW * 32, sm, st>>>(*a);
     return cudaGetLastError();
 }
 
