@@ -156,7 +156,17 @@ static void run_case(const attn_case *c)
     a.head_dim_v = dv;
     a.block_size = bs;
     a.scale = (float)scale;
-    a.work_size = cuk_attention_work_size(&a);
+    /* size the work the way the runner does: bounds only (no pointers, a prefill-sized max_q_len,
+     * a larger context bound); cuk_attention fails if the decode it picks needs more */
+    cuk_attn_args bounds = a;
+    bounds.out = NULL;
+    bounds.q = NULL;
+    bounds.k_cache = bounds.v_cache = NULL;
+    bounds.block_tables = bounds.q_start = bounds.seq_len = NULL;
+    bounds.q_stride = 0;
+    bounds.max_q_len = 4096;
+    bounds.max_seq_len = 2 * max_seq;
+    a.work_size = cuk_attention_work_size(&bounds);
     a.work = a.work_size ? cuda_test_dup(NULL, a.work_size) : NULL;
     ai_err err = {0};
     ai_status st = cuk_attention(NULL, &a, &err);
@@ -280,6 +290,17 @@ static void test_bad_args(void **state)
     assert_int_equal(cuk_attention(NULL, &b, &err), AI_ERR_INVALID);
     assert_int_equal(cuk_attention(NULL, NULL, &err), AI_ERR_INVALID);
     assert_int_equal(cuk_attention_work_size(NULL), 0);
+    /* sizing from bounds alone (NULL pointers, prefill max_q_len) still covers decode */
+    b = a;
+    b.out = NULL;
+    b.q = NULL;
+    b.k_cache = b.v_cache = NULL;
+    b.block_tables = b.q_start = b.seq_len = NULL;
+    b.q_stride = 0;
+    b.max_q_len = 512;
+    assert_true(cuk_attention_work_size(&b) >= cuk_attention_work_size(&a));
+    b.kv_type = DTYPE_F32; /* generic kernel: no work */
+    assert_int_equal(cuk_attention_work_size(&b), 0);
 }
 
 int main(void)

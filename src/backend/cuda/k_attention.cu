@@ -114,32 +114,46 @@ static int kattn_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static int kattn_use_decode(const cuk_attn_args *a) { return a->max_q_len == 1 && kattn_decode_supported(a); }
 
-static ai_status kattn_check(const cuk_attn_args *a, ai_err *err)
+/* The fields cuk_attention_work_size reads: the heads and the sequence bound. */
+static const char *kattn_check_shape(const cuk_attn_args *a)
 {
-    const char *w = NULL;
-    if (!a) w = "args is NULL";
-    else if (!a->out || !a->q || !a->k_cache || !a->v_cache || !a->block_tables || !a->q_start || !a->seq_len)
-        w = "NULL pointer (out, q, k_cache, v_cache, block_tables, q_start, seq_len)";
-    else if (a->kv_type != DTYPE_F16 && a->kv_type != DTYPE_F32) w = "kv_type must be f16 or f32";
-    else if (a->n_seq < 1 || a->n_seq > 65535 || a->n_tok < 0) w = "n_seq must be 1..65535, n_tok >= 0";
-    else if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 || a->n_head > 65535)
-        w = "n_head must be a positive multiple of n_head_kv";
-    else if (a->head_dim < 1 || a->head_dim > 256 || a->head_dim_v < 1 || a->head_dim_v > 256)
-        w = "head_dim and head_dim_v must be 1..256";
-    else if (!kattn_pow2(a->block_size) || a->block_size > 4096) w = "block_size must be a power of two";
-    else if (a->max_blocks < 1 || a->max_q_len < 1 || a->max_seq_len < 1 ||
-             (int64_t)a->max_seq_len > (int64_t)a->max_blocks * a->block_size)
-        w = "need max_blocks, max_q_len, max_seq_len >= 1 and max_seq_len <= max_blocks * block_size";
-    else if (a->max_q_len > a->max_seq_len) w = "max_q_len > max_seq_len";
-    else if (a->q_stride < (int64_t)a->n_head * a->head_dim) w = "q_stride < n_head * head_dim";
-    if (w) return ai_err_set(err, AI_ERR_INVALID, "cuk_attention: %s", w);
-    return AI_OK;
+    if (a->kv_type != DTYPE_F16 && a->kv_type != DTYPE_F32) return "kv_type must be f16 or f32";
+    if (a->n_seq < 1 || a->n_seq > 65535 || a->n_tok < 0) return "n_seq must be 1..65535, n_tok >= 0";
+    if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 || a->n_head > 65535)
+        return "n_head must be a positive multiple of n_head_kv";
+    if (a->head_dim < 1 || a->head_dim > 256 || a->head_dim_v < 1 || a->head_dim_v > 256)
+        return "head_dim and head_dim_v must be 1..256";
+    if (a->max_seq_len < 1) return "max_seq_len must be >= 1";
+    return NULL;
 }
 
+static const char *kattn_check_all(const cuk_attn_args *a)
+{
+    if (!a) return "args is NULL";
+    if (!a->out || !a->q || !a->k_cache || !a->v_cache || !a->block_tables || !a->q_start || !a->seq_len)
+        return "NULL pointer (out, q, k_cache, v_cache, block_tables, q_start, seq_len)";
+    const char *w = kattn_check_shape(a);
+    if (w) return w;
+    if (!kattn_pow2(a->block_size) || a->block_size > 4096) return "block_size must be a power of two";
+    if (a->max_blocks < 1 || a->max_q_len < 1 || (int64_t)a->max_seq_len > (int64_t)a->max_blocks * a->block_size)
+        return "need max_blocks, max_q_len >= 1 and max_seq_len <= max_blocks * block_size";
+    if (a->q_stride < (int64_t)a->n_head * a->head_dim) return "q_stride < n_head * head_dim";
+    return NULL;
+}
+
+static ai_status kattn_check(const cuk_attn_args *a, ai_err *err)
+{
+    const char *w = kattn_check_all(a);
+    return w ? ai_err_set(err, AI_ERR_INVALID, "cuk_attention: %s", w) : AI_OK;
+}
+
+/* Sizing may be asked with bounds only (pointers NULL, max_q_len of a prefill batch): the answer
+ * covers every later call with the same heads and at most a->n_seq sequences, decode included
+ * (prefill and the generic kernel need no work). */
 extern "C" size_t cuk_attention_work_size(const cuk_attn_args *a)
 {
-    if (!a || kattn_check(a, NULL) != AI_OK || !kattn_use_decode(a)) return 0;
-    return kattn_decode_work_size(a);
+    if (!a || kattn_check_shape(a) || !kattn_decode_shape_ok(a)) return 0;
+    return kattn_decode_work_bound(a);
 }
 
 extern "C" ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err)
@@ -149,7 +163,7 @@ extern "C" ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err 
     if (a->n_tok == 0) return AI_OK;
     cudaStream_t cs = (cudaStream_t)s;
     if (kattn_use_decode(a)) {
-        size_t need = kattn_decode_work_size(a);
+        size_t need = kattn_decode_work_need(a);
         if (!a->work || a->work_size < need)
             return ai_err_set(err, AI_ERR_INVALID, "cuk_attention: work is %zu bytes, decode needs %zu",
                               a->work ? a->work_size : (size_t)0, need);

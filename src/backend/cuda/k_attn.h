@@ -19,11 +19,18 @@
 /* Split-KV decode: keys per split are a multiple of this (4 warps x 16-key tiles). */
 #define KATTN_DEC_CHUNK_ALIGN 64
 
-/* Number of KV splits decode uses for these arguments (same answer in work_size and launch). */
+/* Number of KV splits decode uses for these arguments. */
 int kattn_decode_splits(const cuk_attn_args *a);
-/* 1 when the decode kernels handle these arguments (f16, d = dv in {64, 128}, group <= 16). */
+/* 1 when the decode kernels handle this shape (f16, d = dv in {64, 128}, group <= 16); _supported
+ * also checks the cache pointers' alignment. */
+int kattn_decode_shape_ok(const cuk_attn_args *a);
 int kattn_decode_supported(const cuk_attn_args *a);
-size_t kattn_decode_work_size(const cuk_attn_args *a);
+/* Bytes of partials this call needs (n_seq * n_head * splits * 4 warps * (d + 4) floats). */
+size_t kattn_decode_work_need(const cuk_attn_args *a);
+/* An upper bound of kattn_decode_work_need over every call with the same heads and at most
+ * a->n_seq sequences, whatever its max_seq_len: the plan keeps n_seq * n_head_kv * splits
+ * <= max(n_seq * n_head_kv, 4 x resident CTAs). */
+size_t kattn_decode_work_bound(const cuk_attn_args *a);
 cudaError_t kattn_decode_launch(cudaStream_t s, const cuk_attn_args *a);
 
 /* 1 when the FA2 prefill kernel handles these arguments (f16, d = dv in {64, 128}, aligned q). */

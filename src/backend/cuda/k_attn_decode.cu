@@ -262,11 +262,16 @@ __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, 
 }
 #endif
 
-int kattn_decode_supported(const cuk_attn_args *a)
+int kattn_decode_shape_ok(const cuk_attn_args *a)
 {
     const int group = a->n_head / a->n_head_kv;
     return a->kv_type == DTYPE_F16 && a->head_dim == a->head_dim_v && (a->head_dim == 64 || a->head_dim == 128) &&
-           group <= 16 && ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
+           group <= 16;
+}
+
+int kattn_decode_supported(const cuk_attn_args *a)
+{
+    return kattn_decode_shape_ok(a) && ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
 }
 
 /* CTAs of kattn_decode_split<D, G> resident on the whole GPU (SMs x occupancy); 3 x 132 when the
@@ -306,6 +311,7 @@ static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
     const int group = a->n_head / a->n_head_kv;
     const long slots = a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
     long max_ns = (a->max_seq_len + 255) / 256;
+    if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs; /* the work bound's cap */
     if (max_ns < 1) max_ns = 1;
     if (max_ns > 4096) max_ns = 4096;
     long best_ns = 1, best_ch = 0;
@@ -333,9 +339,18 @@ int kattn_decode_splits(const cuk_attn_args *a)
     return ns;
 }
 
-size_t kattn_decode_work_size(const cuk_attn_args *a)
+size_t kattn_decode_work_need(const cuk_attn_args *a)
 {
     return (size_t)a->n_seq * a->n_head * kattn_decode_splits(a) * DEC_WARPS * (a->head_dim + 4) * sizeof(float);
+}
+
+size_t kattn_decode_work_bound(const cuk_attn_args *a)
+{
+    const long pairs = (long)a->n_seq * a->n_head_kv;
+    const int group = a->n_head / a->n_head_kv;
+    const long slots = a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
+    const long cap = pairs > 4 * slots ? pairs : 4 * slots;
+    return (size_t)cap * group * DEC_WARPS * (a->head_dim + 4) * sizeof(float);
 }
 
 template <int D, int G> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
