@@ -179,7 +179,9 @@ static void test_gemv_all(void **state)
     uint64_t rng = test_seed();
     /* n_in a multiple of 32 (all dtypes); the last two only for float types (n_in % 8 != 0 takes the
      * unaligned path for f16/bf16, n_in odd for f32 too) */
-    static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {130, 1056}, {3, 32}, {33, 99}, {17, 100}};
+    /* 2100 and 8200 rows: the tensor-core kernel's 16- and 32-row blocks (fewer rows use 8) */
+    static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {130, 1056}, {3, 32}, {2100, 96}, {8200, 64},
+                                        {33, 99}, {17, 100}};
     static const int64_t toks[] = {1, 2, 3, 7, 16};
     for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
         const dtype t = all_types[d];
@@ -187,8 +189,9 @@ static void test_gemv_all(void **state)
             if (is_quant(t) && shapes[si][1] % 32) continue;
             test_weight tw;
             weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
-            /* bf16 with n_in % 32 == 0: also both kernel families (CUDA cores, tensor cores) forced */
-            const int npath = t == DTYPE_BF16 && shapes[si][1] % 32 == 0 ? 3 : 1;
+            /* path 0: cuk_gemv's pick; 1: the multi-token CUDA-core kernel forced (q4 picks one pass per
+             * token at n_tok >= 2); 2 (bf16 with n_in % 32 == 0): the tensor-core kernel forced */
+            const int npath = t == DTYPE_BF16 && shapes[si][1] % 32 == 0 ? 3 : 2;
             for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
                 for (int path = 0; path < npath; path++) {
                     const double e = run_case(&tw, toks[k], NULL, path, &rng);

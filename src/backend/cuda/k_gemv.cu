@@ -52,11 +52,12 @@ template <> struct Traits<W_Q8_0> { static constexpr int E = 16; };
 template <> struct Traits<W_Q4_0> { static constexpr int E = 32; };
 template <> struct Traits<W_Q4_1> { static constexpr int E = 32; };
 
-/* Weight loads. L = 0: non-coherent, no L1 allocation, L2 256-byte prefetch (the default);
- * L = 1: evict-first (__ldcs); L = 2: plain __ldg. 1 and 2 exist for bench variants. */
+/* Weight loads (streamed once). L = 0: evict-first (ld.global.cs, __ldcs), the default: on the
+ * H200 it beat the two others by 2-7% on the large matrices (bench, 2026-12-02); L = 1:
+ * non-coherent with no L1 allocation and an L2 256-byte prefetch hint; L = 2: plain __ldg. */
 template <int L> __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
 {
-    if constexpr (L == 1) return __ldcs(p);
+    if constexpr (L == 0) return __ldcs(p);
     if constexpr (L == 2) return __ldg(p);
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -105,14 +106,17 @@ __device__ __forceinline__ void decode8_nib(uint32_t a, uint32_t b, float *f)
     f[4] = byte_f<0>(b); f[5] = byte_f<1>(b); f[6] = byte_f<2>(b); f[7] = byte_f<3>(b);
 }
 
-/* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once. */
-template <int T, int R>
-__device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const (&xt)[T], int e0, float (&acc)[R][T])
+/* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once.
+ * SUM: also sx[t] += sum_j x_t[e0 + j] (q4's offset term), from the same loads. */
+template <int T, int R, bool SUM = false>
+__device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const (&xt)[T], int e0, float (&acc)[R][T],
+                                     float *sx = nullptr)
 {
 #pragma unroll
     for (int t = 0; t < T; t++) {
         const float4 a = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0));
         const float4 b = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0 + 4));
+        if constexpr (SUM) sx[t] += ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float s = acc[r][t];
@@ -169,19 +173,8 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
     } else { /* q4_0, q4_1: byte j = element j (low nibble) and j + 16 (high nibble) */
         float p[R][T] = {};
         float f[R][8];
-        float sx[T];
+        float sx[T] = {};
         const int e0 = c * 32;
-#pragma unroll
-        for (int t = 0; t < T; t++) {
-            const float4 *xv = reinterpret_cast<const float4 *>(xt[t] + e0);
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const float4 v = __ldg(xv + i);
-                s += (v.x + v.y) + (v.z + v.w);
-            }
-            sx[t] = s;
-        }
 #pragma unroll
         for (int g = 0; g < 4; g++) {
 #pragma unroll
@@ -190,7 +183,7 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
                 const uint32_t sh = g < 2 ? 0 : 4;
                 decode8_nib((a >> sh) & 0x0F0F0F0Fu, (b >> sh) & 0x0F0F0F0Fu, f[r]);
             }
-            fma8<T, R>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p);
+            fma8<T, R, true>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p, sx);
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -307,11 +300,13 @@ __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ 
     }
 }
 
-/* Rows per block for tile T: enough to keep x reuse in registers, few enough to avoid spills. */
+/* Rows per block R and loads per thread in flight U for tile T: x reuse in registers against
+ * spills (0 spill bytes for all of these; ptxas -v). n_tok = 1 picks were measured (bench variants). */
 template <int K, int T> struct Shape {
     static constexpr bool q4 = K == W_Q4_0 || K == W_Q4_1;
-    static constexpr int R = T == 1 ? (q4 ? 4 : 2) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
-    static constexpr int U = (K == W_F32 || K == W_F16 || K == W_BF16) ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : (T == 1 ? 2 : 1);
+    static constexpr bool fl = K == W_F32 || K == W_F16 || K == W_BF16;
+    static constexpr int R = T == 1 ? (q4 ? 8 : fl ? 1 : 2) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
+    static constexpr int U = fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : (T == 1 && !q4 ? 2 : 1);
 };
 
 template <int K, int T, int R, int U, int L>
@@ -349,37 +344,52 @@ void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, fl
 
 } // namespace
 
-/* Bench-only tuning variants at n_tok 1 (k_gemv.h). */
+/* Bench-only tuning variants at n_tok 1 (k_gemv.h); variant 0 is what cuk_gemv runs. */
 extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, float *y, int v,
                                       const char **name, ai_err *err)
 {
-    static const char *const bf16_names[] = {"R2U4", "R1U8", "R4U2", "R2U8", "R1U4", "R2U4 ldcs", "R2U4 ldg", "R4U4"};
-    static const char *const q4_names[] = {"R4U2", "R2U2", "R4U1", "R8U1", "R2U4", "R4U2 ldcs", "R4U2 ldg", "R2U1"};
-    if (!w || !w->data || v < 0 || v >= 8 || w->n_in % 32 || (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0))
+    static const char *const bf16_names[] = {"R1U4",     "R2U4",     "R1U8", "R1U4 nalc",
+                                             "R1U2",     "R2U2",     "R1U4 ldg", "R4U2"};
+    static const char *const q4_names[] = {"R8U1", "R4U1", "R4U2", "R8U1 nalc", "R6U1", "R8U1 ldg", "R2U2", "R2U1"};
+    static const char *const q8_names[] = {"R2U2", "R4U1", "R4U2", "R2U4", "R1U4", "R8U1", "R2U2 nalc", "R1U8"};
+    if (!w || !w->data || v < 0 || v >= CUK_GEMV_VARIANTS || w->n_in % 32 ||
+        (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q8_0))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_variant: bad arguments");
     if (w->type == DTYPE_BF16) {
         *name = bf16_names[v];
         switch (v) {
-        case 0: launch_v<W_BF16, 1, 2, 4, 0>(s, w, x, 1, y); break;
-        case 1: launch_v<W_BF16, 1, 1, 8, 0>(s, w, x, 1, y); break;
-        case 2: launch_v<W_BF16, 1, 4, 2, 0>(s, w, x, 1, y); break;
-        case 3: launch_v<W_BF16, 1, 2, 8, 0>(s, w, x, 1, y); break;
-        case 4: launch_v<W_BF16, 1, 1, 4, 0>(s, w, x, 1, y); break;
-        case 5: launch_v<W_BF16, 1, 2, 4, 1>(s, w, x, 1, y); break;
-        case 6: launch_v<W_BF16, 1, 2, 4, 2>(s, w, x, 1, y); break;
-        default: launch_v<W_BF16, 1, 4, 4, 0>(s, w, x, 1, y); break;
+        case 0: launch_v<W_BF16, 1, 1, 4, 0>(s, w, x, 1, y); break;
+        case 1: launch_v<W_BF16, 1, 2, 4, 0>(s, w, x, 1, y); break;
+        case 2: launch_v<W_BF16, 1, 1, 8, 0>(s, w, x, 1, y); break;
+        case 3: launch_v<W_BF16, 1, 1, 4, 1>(s, w, x, 1, y); break;
+        case 4: launch_v<W_BF16, 1, 1, 2, 0>(s, w, x, 1, y); break;
+        case 5: launch_v<W_BF16, 1, 2, 2, 0>(s, w, x, 1, y); break;
+        case 6: launch_v<W_BF16, 1, 1, 4, 2>(s, w, x, 1, y); break;
+        default: launch_v<W_BF16, 1, 4, 2, 0>(s, w, x, 1, y); break;
         }
-    } else {
+    } else if (w->type == DTYPE_Q4_0) {
         *name = q4_names[v];
         switch (v) {
-        case 0: launch_v<W_Q4_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
-        case 1: launch_v<W_Q4_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
-        case 2: launch_v<W_Q4_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
-        case 3: launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
-        case 4: launch_v<W_Q4_0, 1, 2, 4, 0>(s, w, x, 1, y); break;
-        case 5: launch_v<W_Q4_0, 1, 4, 2, 1>(s, w, x, 1, y); break;
-        case 6: launch_v<W_Q4_0, 1, 4, 2, 2>(s, w, x, 1, y); break;
+        case 0: launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
+        case 1: launch_v<W_Q4_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
+        case 2: launch_v<W_Q4_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
+        case 3: launch_v<W_Q4_0, 1, 8, 1, 1>(s, w, x, 1, y); break;
+        case 4: launch_v<W_Q4_0, 1, 6, 1, 0>(s, w, x, 1, y); break;
+        case 5: launch_v<W_Q4_0, 1, 8, 1, 2>(s, w, x, 1, y); break;
+        case 6: launch_v<W_Q4_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
         default: launch_v<W_Q4_0, 1, 2, 1, 0>(s, w, x, 1, y); break;
+        }
+    } else {
+        *name = q8_names[v];
+        switch (v) {
+        case 0: launch_v<W_Q8_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
+        case 1: launch_v<W_Q8_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
+        case 2: launch_v<W_Q8_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
+        case 3: launch_v<W_Q8_0, 1, 2, 4, 0>(s, w, x, 1, y); break;
+        case 4: launch_v<W_Q8_0, 1, 1, 4, 0>(s, w, x, 1, y); break;
+        case 5: launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
+        case 6: launch_v<W_Q8_0, 1, 2, 2, 1>(s, w, x, 1, y); break;
+        default: launch_v<W_Q8_0, 1, 1, 8, 0>(s, w, x, 1, y); break;
         }
     }
     CUK_LAUNCHED(err, "cuk_gemv_variant");
@@ -408,6 +418,15 @@ extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const floa
     if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
         return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);
+    const bool q4 = w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;
+    if (n_tok > 1 && (path == 3 || (path == 0 && q4 && n_tok >= CUK_GEMV_Q4_LOOP_MIN_TOK))) {
+        /* one n_tok = 1 pass per token (reads W n_tok times; see CUK_GEMV_Q4_LOOP_MIN_TOK) */
+        for (int32_t t = 0; t < n_tok; t++) {
+            ai_status st = cuk_gemv_path(s, w, x + (size_t)t * w->n_in, 1, y + (size_t)t * w->n_out, 1, err);
+            if (st != AI_OK) return st;
+        }
+        return AI_OK;
+    }
     switch (w->type) {
     case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y) : launch_any<W_F32>(s, w, x, n_tok, y); break;
     case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y) : launch_any<W_F16>(s, w, x, n_tok, y); break;

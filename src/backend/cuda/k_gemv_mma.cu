@@ -15,7 +15,7 @@
  *  - x is f32; bf16 would cost ~2^-9 per product. It is split x = hi + lo with hi = bf16(x),
  *    lo = bf16(x - hi) (~16 significant bits together, error ~2^-17), and each step runs two MMAs
  *    (hi, lo) into one fp32 accumulator: twice the tensor work, still far below its rate.
- *  - Block: 8 warps x RG row groups (8 * RG rows); warp w takes tiles w, w + 8, ... of 32 columns,
+ *  - Block: 8 warps x RG row groups (8 * RG rows, RG by n_out below); warp w takes tiles w, w + 8, ... of 32 columns,
  *    each lane keeping U x RG 16-byte loads in flight. Partial accumulators (16 tokens x 8 RG rows
  *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
  *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
@@ -34,14 +34,8 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
+/* Weights are streamed once: evict-first loads (the flavour k_gemv.cu measured best). */
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) { return __ldcs(p); }
 
 __device__ __forceinline__ uint32_t pack_bf16(float a, float b)
 {
@@ -166,10 +160,20 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     }
 }
 
-constexpr int kRG = 2, kU = 4;
+template <int RG, int U>
+void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y)
+{
+    const unsigned blocks = (unsigned)((w->n_out + 8 * RG - 1) / (8 * RG));
+    const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
+    if (n_tok > 8) k_gemv_mma<RG, U, true><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+    else k_gemv_mma<RG, U, false><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+}
 
 } // namespace
 
+/* Rows per block (8 RG): each block reads all of x (n_tok x n_in f32) through L1/L2, so x traffic
+ * per weight byte is 2 n_tok / (8 RG); more rows per block cut it, as long as there are still
+ * >= ~2 blocks per SM (n_out 4096: RG 2 -> 256 blocks; 1024: RG 1 -> 128). */
 extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                        ai_err *err)
 {
@@ -177,13 +181,10 @@ extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const 
         w->n_in < 32 || w->n_in % 32 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
         (uintptr_t)x % 16)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad arguments");
-    const unsigned blocks = (unsigned)((w->n_out + 8 * kRG - 1) / (8 * kRG));
-    const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
     cudaStream_t cs = (cudaStream_t)s;
-    if (n_tok > 8)
-        k_gemv_mma<kRG, kU, true><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
-    else
-        k_gemv_mma<kRG, kU, false><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+    if (w->n_out >= 8192) launch<4, 2>(cs, w, x, n_tok, y);
+    else if (w->n_out >= 2048) launch<2, 4>(cs, w, x, n_tok, y);
+    else launch<1, 8>(cs, w, x, n_tok, y);
     CUK_LAUNCHED(err, "cuk_gemv_bf16_mma");
     return AI_OK;
 }
