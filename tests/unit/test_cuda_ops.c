@@ -143,7 +143,7 @@ static void rmsnorm_case(int32_t rows, int32_t dim, int with_w, int add, int ali
     char what[96];
     snprintf(what, sizeof what, "%srmsnorm rows %d dim %d w %d alias %d", add ? "add_" : "", rows, dim, with_w, alias);
     check_rel(what, o, ref, n, 1e-5);
-    double *cref = malloc(n * sizeof *cref);
+    double *cref = calloc(n, sizeof *cref);
     for (size_t i = 0; i < n; i++) cref[i] = cpu[i];
     check_rel(what, o, cref, n, 1e-5);
     if (add && !alias) { /* the residual stream itself: exactly x + delta */
@@ -161,7 +161,7 @@ static void test_rmsnorm(void **state)
     CUDA_TEST_REQUIRE();
     uint64_t seed = 14;
     const int32_t shapes[][2] = { { 3, 4096 }, { 5, 100 }, { 2, 16384 }, { 2, 16388 }, { 7, 130 }, { 64, 128 }, { 1, 1 },
-                                  { 3, 4100 } };
+                                  { 3, 4100 }, { 9, 512 }, { 13, 516 }, { 17, 4 } };
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
         for (int add = 0; add < 2; add++) {
             rmsnorm_case(shapes[c][0], shapes[c][1], 1, add, 0, &seed);

@@ -6,8 +6,8 @@
  * is one draw: many rows hold the same logits with different u, so one launch checks
  *   1. per u: the device token equals the reference token, except where u lies within 1e-6 of a
  *      CDF boundary (the device's masses are 2^-40 fixed point, the CPU's double: measure zero);
- *   2. the frequencies of the drawn tokens against the reference probabilities (chi-square, pooled
- *      bins with expected count >= 5, bound dof + 6 sqrt(2 dof));
+ *   2. the frequencies of the drawn tokens against the reference probabilities (chi-square over bins
+ *      of consecutive tokens of the order, expected count >= 5 each, bound dof + 6 sqrt(2 dof));
  * and separately argmax ties (lowest id), invalid rows (-1), greedy temperatures, all-equal logits.
  */
 #include <math.h>
@@ -133,23 +133,25 @@ static void sample_case(const char *what, const float *logits, int32_t nv, cuk_s
     for (int32_t j = 0; j < d.n; j++) kept[d.ids[j]] = 1;
     for (int32_t t = 0; t < nv; t++)
         if (count[t] && !kept[t]) fail_msg("%s: token %d drawn %d times, outside the kept set", what, t, count[t]);
-    /* chi-square over bins with expectation >= 5, the rest pooled */
-    double chi = 0, pool_e = 0, pool_o = 0;
+    /* chi-square over bins of consecutive tokens (in the order) with expectation >= 5 each; a
+     * short last bin joins the one before */
+    double chi = 0, bin_e = 0, bin_o = 0, last_e = 0, last_o = 0;
     int dof = 0;
     for (int32_t j = 0; j < d.n; j++) {
-        double ex = d.p[j] * rows, ob = count[d.ids[j]];
-        if (ex >= 5) {
-            chi += (ob - ex) * (ob - ex) / ex;
+        bin_e += d.p[j] * rows;
+        bin_o += count[d.ids[j]];
+        if (bin_e >= 5) {
+            if (dof) chi += (last_o - last_e) * (last_o - last_e) / last_e;
+            last_e = bin_e;
+            last_o = bin_o;
             dof++;
-        } else {
-            pool_e += ex;
-            pool_o += ob;
+            bin_e = bin_o = 0;
         }
     }
-    if (pool_e >= 5) {
-        chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
-        dof++;
-    }
+    last_e += bin_e;
+    last_o += bin_o;
+    if (last_e > 0) chi += (last_o - last_e) * (last_o - last_e) / last_e;
+    if (!dof) dof = 1;
     dof = dof > 1 ? dof - 1 : 1;
     double bound = dof + 6 * sqrt(2.0 * dof);
     printf("%-28s kept %6d  chi2 %8.1f (dof %d, bound %.0f)  near-boundary mismatches %d\n", what, d.n, chi, dof,

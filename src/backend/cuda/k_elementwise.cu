@@ -7,7 +7,7 @@
  *     roofline: 16-byte (float4) loads and stores where the sizes and pointers allow it, a scalar
  *     path otherwise, and enough blocks to fill the chip.
  *   - rmsnorm keeps a row in registers (up to 4 float4 per thread, 1024 threads: dim <= 16384) so
- *     each input byte is read once; the sum of squares is a warp-shuffle reduction then one across
+ *     each input byte is read once (rows of <= 512 floats: one warp per row, 8 rows per block); the sum of squares is a warp-shuffle reduction then one across
  *     warps through shared memory. Other dims take a scalar two-pass path (reads twice, from L1/L2).
  *   - RoPE matches model_rope (src/model/ops.c) operation for operation: theta_scale comes from the
  *     HOST's powf (so it is the same float as the CPU's), the angles are the same running product
@@ -199,6 +199,49 @@ __global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, cons
     }
 }
 
+/* dim % 4 == 0, dim <= 512 (per-head norms): one warp per row, NORM_VPT float4 per lane in registers,
+ * 8 rows per block (a block per 128-float row would leave most of each block idle). */
+template <bool ADD>
+__global__ void __launch_bounds__(256) k_rmsnorm_warp(float *out, float *x, const float *delta, const float *w,
+                                                      int32_t rows, int32_t dim, float eps)
+{
+    const int32_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return; /* whole warps only: the shuffles below stay warp-uniform */
+    const int64_t base = (int64_t)r * dim;
+    const int32_t d4 = dim / 4;
+    float4 v[NORM_VPT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_VPT; k++) {
+        int32_t j = lane + 32 * k;
+        if (j < d4) {
+            v[k] = ((const float4 *)(x + base))[j];
+            if (ADD) {
+                float4 d = ((const float4 *)(delta + base))[j];
+                v[k].x += d.x; v[k].y += d.y; v[k].z += d.z; v[k].w += d.w;
+                ((float4 *)(x + base))[j] = v[k];
+            }
+            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < NORM_VPT; k++) {
+        int32_t j = lane + 32 * k;
+        if (j < d4) {
+            float4 q = v[k];
+            q.x *= scale; q.y *= scale; q.z *= scale; q.w *= scale;
+            if (w) {
+                float4 g = ((const float4 *)w)[j];
+                q.x *= g.x; q.y *= g.y; q.z *= g.z; q.w *= g.w;
+            }
+            ((float4 *)(out + base))[j] = q;
+        }
+    }
+}
+
 /* Any dim, any alignment: two passes over the row (the second from cache). */
 template <bool ADD>
 __global__ void k_rmsnorm_scalar(float *out, float *x, const float *delta, const float *w, int32_t dim, float eps)
@@ -232,7 +275,11 @@ static ai_status ew_rmsnorm(cudaStream_t s, float *out, float *x, const float *d
     int32_t d4 = dim / 4;
     bool vec = dim % 4 == 0 && d4 <= 1024 * NORM_VPT && ew_aligned16(out) && ew_aligned16(x) &&
                (!delta || ew_aligned16(delta)) && (!w || ew_aligned16(w));
-    if (vec) {
+    if (vec && d4 <= 32 * NORM_VPT) {
+        unsigned blocks = (unsigned)((rows + 7) / 8);
+        if (add) k_rmsnorm_warp<true><<<blocks, 256, 0, s>>>(out, x, delta, w, rows, dim, eps);
+        else k_rmsnorm_warp<false><<<blocks, 256, 0, s>>>(out, x, delta, w, rows, dim, eps);
+    } else if (vec) {
         int threads = (d4 + NORM_VPT - 1) / NORM_VPT;
         threads = (threads + 31) / 32 * 32;
         if (threads < 32) threads = 32;
