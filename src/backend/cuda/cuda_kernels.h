@@ -129,6 +129,8 @@ typedef backend_attn cuk_attn_args; /* fields (include/aiinfra/backend.h):
  *   <= max_blocks * block_size); n_head, n_head_kv, head_dim, head_dim_v, block_size; scale
  *   (usually 1 / sqrt(head_dim)); work, work_size (cuk_attention_work_size bytes: split-KV partials) */
 
+/* May be called with bounds only (NULL pointers): the result covers any call with <= n_seq
+ * sequences, the same heads, and any context. */
 size_t cuk_attention_work_size(const cuk_attn_args *a);
 ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err);
 
@@ -138,17 +140,19 @@ ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err);
 ai_status cuk_argmax(cuk_stream s, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out,
                      ai_err *err);
 
-/* Per-row sampling parameters (device array of n_rows). temperature <= 0 means greedy.
- * top_k <= 0: off; top_p >= 1: off; min_p <= 0: off. u: a uniform number in [0, 1) drawn by
- * the host's seeded RNG, so a run is reproducible. Semantics as src/engine/sampler.c: scale by
- * 1/temperature, keep the top_k largest, softmax, drop tokens with p < min_p * p_max, keep the
- * smallest prefix (by descending p) whose mass reaches top_p, renormalise, pick by u. */
+/* Per-row sampling parameters (device array of n_rows). temperature < 1e-5 (SAMPLER_GREEDY_EPS)
+ * means greedy. top_k <= 0: off; top_p >= 1: off; min_p <= 0: off. u: a uniform number in [0, 1)
+ * drawn by the host's seeded RNG, so a run is reproducible. Order as src/engine/sampler.c: scale by
+ * 1/temperature; top_k, then top_p on the softmax of the top-k set, then min_p (p / p_max >= min_p);
+ * the kept set is the shortest of the three prefixes of the order (logit desc, id asc); pick by u
+ * over the renormalised set in that order. out[r] = -1 for a row with a NaN or +inf logit or with
+ * every logit -inf (cuk_argmax: -1 on NaN). */
 typedef struct cuk_sample_params {
     float temperature, top_p, min_p, u;
     int32_t top_k;
 } cuk_sample_params;
 
-size_t cuk_sample_work_size(int32_t n_rows, int32_t n_vocab);
+size_t cuk_sample_work_size(int32_t n_rows, int32_t n_vocab); /* 0 today: work may be NULL */
 /* Without a full sort of the vocabulary. */
 ai_status cuk_sample(cuk_stream s, const float *logits, int32_t n_rows, int32_t n_vocab,
                      const cuk_sample_params *params, int32_t *out, void *work, size_t work_size, ai_err *err);
