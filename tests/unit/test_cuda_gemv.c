@@ -205,6 +205,43 @@ static void test_gemv_all(void **state)
     }
 }
 
+/* Every bench tuning variant (k_gemv.h) computes the same function (variant 0 is cuk_gemv's). */
+static void test_gemv_variants(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x7777;
+    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0};
+    ai_err err = {0};
+    for (size_t d = 0; d < 3; d++) {
+        test_weight tw;
+        weight_make(&tw, types[d], 301, 4128, &rng);
+        const int64_t n_out = tw.w.n_out, n_in = tw.w.n_in;
+        float *x = malloc((size_t)n_in * sizeof(float)), *y = malloc((size_t)n_out * sizeof(float));
+        double *ref = malloc((size_t)n_out * sizeof(double));
+        assert_non_null(x);
+        assert_non_null(y);
+        assert_non_null(ref);
+        cuda_test_fill(x, (size_t)n_in, &rng, 1.0f);
+        reference(&tw, x, 1, ref);
+        float *dx = cuda_test_dup(x, (size_t)n_in * sizeof(float));
+        for (int v = 0; v < CUK_GEMV_VARIANTS; v++) {
+            float *dy = cuda_test_dup(NULL, (size_t)n_out * sizeof(float));
+            const char *name = NULL;
+            if (cuk_gemv_variant(NULL, &tw.w, dx, dy, v, &name, &err) != AI_OK) fail_msg("variant: %s", err.msg);
+            cuda_test_get(y, dy, (size_t)n_out * sizeof(float));
+            const double e = cuda_test_rel_err(y, ref, (size_t)n_out);
+            if (!(e <= 1e-4)) fail_msg("%s variant %d (%s): rel err %.3g", dtype_name(types[d]), v, name, e);
+            cudaFree(dy);
+        }
+        cudaFree(dx);
+        free(ref);
+        free(y);
+        free(x);
+        weight_free(&tw);
+    }
+}
+
 static void test_gemv_errors(void **state)
 {
     (void)state;
@@ -357,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_gemv_errors),
         cmocka_unit_test(test_fill_random),
         cmocka_unit_test(test_gemv_all),
+        cmocka_unit_test(test_gemv_variants),
         cmocka_unit_test(test_matmul_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

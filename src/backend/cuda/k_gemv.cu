@@ -1,29 +1,35 @@
 /* k_gemv.cu - y (n_tok, n_out) = x (n_tok, n_in) . W^T for decode (1 <= n_tok <= 16), every weight dtype.
  *
  * Decode is memory-bound: W is read once per step and each byte meets at most 16 tokens, so the
- * kernel's job is to keep HBM busy. Design (numbers for the H200: ~4.8 TB/s, 132 SMs, 1.98 GHz,
- * i.e. ~18 weight bytes per SM per clock):
+ * kernel's job is to keep HBM busy. Design (numbers for the H200: ~4.3 TB/s copy, 132 SMs,
+ * 1.98 GHz, i.e. ~16-18 weight bytes per SM per clock):
  *  - A "chunk" is 16 bytes of one weight row: 4 f32, 8 f16/bf16, 16 q8 or 32 q4 values (one q4
  *    block; half a q8 block). Lanes take consecutive chunks, so a warp reads 512 contiguous bytes
- *    of a row per load instruction. Weights go through ld.global.nc.L1::no_allocate (streamed once,
- *    they must not evict x from L1) with an L2 256-byte prefetch hint.
+ *    of a row per load instruction. Weights are loaded evict-first (ld.global.cs): streamed once.
  *  - A block of 128 threads owns R consecutive rows and strides over the whole row; each thread
- *    issues U x R 16-byte loads before using any (8 x 16 B in flight for bf16 at n_tok 1: with 16
- *    blocks per SM that is ~256 KB per SM in flight, far above the ~25 KB latency x bandwidth).
+ *    issues U x R 16-byte loads before using any of them (bf16 n_tok 1: R 1, U 4 -> 64 B per
+ *    thread in flight, ~16 blocks per SM: ~128 KB per SM, far above latency x bandwidth).
  *  - x (f32, tiny) is read through L1 (__ldg) and each x load is reused for the R rows a thread
  *    holds; each decoded weight is reused for all T tokens (T templated: 1, 2, 4, 8, 16; a call
  *    with n_tok between runs the next tile up, reading x row min(t, n_tok - 1) and writing only
- *    t < n_tok). R grows with T and for q4 (32 values per 18 bytes) to keep L1 traffic for x under
- *    ~64 B/clock per SM.
+ *    t < n_tok). The x bytes read per weight byte (4 T / (R x bytes per value)) are what limits the
+ *    quantized kernels: q4 n_tok 1 needs R 8 (2.0-2.6 TB/s effective), and q4 at n_tok >= 2 runs
+ *    one n_tok = 1 pass per token (k_gemv.h: CUK_GEMV_Q4_LOOP_MIN_TOK) until a tensor-core
+ *    quantized kernel exists.
  *  - Quantized values are decoded in registers with byte permutes into the mantissa of 2^23 and one
  *    float subtract (exact), accumulated in fp32 per chunk and scaled once per chunk:
  *    q8_0: d * sum(q x); q4_0/q4_1: d * sum(nib x) + m * sum(x), with m = -8 d for q4_0.
  *  - Reduction: warp shuffles, then the block's 4 warps through shared memory; thread r*T+t writes
  *    y[t][row0 + r]. No atomics: results are deterministic and independent of launch state.
+ *  - bf16 with n_tok >= CUK_GEMV_MMA_MIN_TOK goes to the tensor-core kernel (k_gemv_mma.cu).
  *  - Float rows whose length or alignment does not allow 16-byte loads use a plain one-dot-per-block
  *    kernel (correct, slow; real models never take it).
- * Known limit: at T = 8..16 the f32 FMAs (T per weight value) and x traffic make the kernel
- * compute-bound below the bandwidth roofline; a tensor-core (mma) variant is the next step there.
+ *
+ * Measured (H200, bench/bench_cuda_gemv.c, 2026-12-02, copy 4.26 TB/s, effective TB/s at n_tok 1):
+ *   bf16  4096x4096 3.43, 1024x4096 2.17, 14336x4096 4.07, 4096x14336 3.94, 128256x4096 4.51
+ *         (cuBLASLt bf16: 2.48, 1.08, 3.66, 3.57, 4.21);
+ *   q4_0  1.46, 0.69, 2.04, 2.12, 2.57;  q8_0 (R 8 U 1, the variant now default) 2.77, 1.14, 3.38,
+ *   3.65, 4.24. Small matrices lose to the fixed launch + ramp cost (~2-3 us per kernel).
  *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
@@ -305,8 +311,8 @@ __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ 
 template <int K, int T> struct Shape {
     static constexpr bool q4 = K == W_Q4_0 || K == W_Q4_1;
     static constexpr bool fl = K == W_F32 || K == W_F16 || K == W_BF16;
-    static constexpr int R = T == 1 ? (q4 ? 8 : fl ? 1 : 2) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
-    static constexpr int U = fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : (T == 1 && !q4 ? 2 : 1);
+    static constexpr int R = T == 1 ? (fl ? 1 : 8) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
+    static constexpr int U = fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : 1;
 };
 
 template <int K, int T, int R, int U, int L>
@@ -351,7 +357,7 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
     static const char *const bf16_names[] = {"R1U4",     "R2U4",     "R1U8", "R1U4 nalc",
                                              "R1U2",     "R2U2",     "R1U4 ldg", "R4U2"};
     static const char *const q4_names[] = {"R8U1", "R4U1", "R4U2", "R8U1 nalc", "R6U1", "R8U1 ldg", "R2U2", "R2U1"};
-    static const char *const q8_names[] = {"R2U2", "R4U1", "R4U2", "R2U4", "R1U4", "R8U1", "R2U2 nalc", "R1U8"};
+    static const char *const q8_names[] = {"R8U1", "R4U1", "R4U2", "R2U4", "R1U4", "R2U2", "R8U1 nalc", "R1U8"};
     if (!w || !w->data || v < 0 || v >= CUK_GEMV_VARIANTS || w->n_in % 32 ||
         (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q8_0))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_variant: bad arguments");
@@ -382,13 +388,13 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
     } else {
         *name = q8_names[v];
         switch (v) {
-        case 0: launch_v<W_Q8_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
+        case 0: launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
         case 1: launch_v<W_Q8_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
         case 2: launch_v<W_Q8_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
         case 3: launch_v<W_Q8_0, 1, 2, 4, 0>(s, w, x, 1, y); break;
         case 4: launch_v<W_Q8_0, 1, 1, 4, 0>(s, w, x, 1, y); break;
-        case 5: launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
-        case 6: launch_v<W_Q8_0, 1, 2, 2, 1>(s, w, x, 1, y); break;
+        case 5: launch_v<W_Q8_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
+        case 6: launch_v<W_Q8_0, 1, 8, 1, 1>(s, w, x, 1, y); break;
         default: launch_v<W_Q8_0, 1, 1, 8, 0>(s, w, x, 1, y); break;
         }
     }

@@ -34,8 +34,16 @@ namespace {
 
 constexpr int kWarps = 8;
 
-/* Weights are streamed once: evict-first loads (the flavour k_gemv.cu measured best). */
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) { return __ldcs(p); }
+/* Weights are streamed once: no L1 allocation, L2 256-byte prefetch hint. Here this beat
+ * evict-first (__ldcs, k_gemv.cu's pick) by 5-13% at n_tok 8 (H200 runs of 2026-12-02). */
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
 
 __device__ __forceinline__ uint32_t pack_bf16(float a, float b)
 {
@@ -173,7 +181,8 @@ void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok,
 
 /* Rows per block (8 RG): each block reads all of x (n_tok x n_in f32) through L1/L2, so x traffic
  * per weight byte is 2 n_tok / (8 RG); more rows per block cut it, as long as there are still
- * >= ~2 blocks per SM (n_out 4096: RG 2 -> 256 blocks; 1024: RG 1 -> 128). */
+ * >= ~2 blocks per SM (n_out 4096: RG 2 -> 256 blocks; 1024: RG 1 -> 128). Measured: RG 4 pays
+ * only at n_tok > 8 (gate/up 2.26 -> 2.43 TB/s at 16; at 8 and below RG 2 was faster). */
 extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                        ai_err *err)
 {
@@ -182,7 +191,7 @@ extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const 
         (uintptr_t)x % 16)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad arguments");
     cudaStream_t cs = (cudaStream_t)s;
-    if (w->n_out >= 8192) launch<4, 2>(cs, w, x, n_tok, y);
+    if (w->n_out >= 8192 && n_tok > 8) launch<4, 2>(cs, w, x, n_tok, y);
     else if (w->n_out >= 2048) launch<2, 4>(cs, w, x, n_tok, y);
     else launch<1, 8>(cs, w, x, n_tok, y);
     CUK_LAUNCHED(err, "cuk_gemv_bf16_mma");
