@@ -2,7 +2,7 @@
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
 #   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
 #   there:  scripts/gpu-check.sh [tests|bench|all] [extra aiinfra-bench configs...]
-#           (device tool: carry build/gpu)
+#           (device tool: carry build/gpu); SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
 # memcheck + racecheck on the kernel tests), kernels.log (kernel benchmarks), bench.jsonl (one
 # `aiinfra bench --json` line per configuration), and prints a short table last.
@@ -27,7 +27,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     echo "test $(basename "$t"): rc=$rc $(grep -cE '^\[       OK \]' "$OUT/tests.log") ok so far" | tee -a "$summary"
   done
   grep -E '^\[  (FAILED|PASSED|SKIPPED) \]|worst relative|error|Error' "$OUT/tests.log" | head -40 | tee -a "$summary"
-  if command -v compute-sanitizer >/dev/null; then
+  if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     : >"$OUT/sanitizer.log"
     for t in $G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention; do
       [ -x "$t" ] || continue
@@ -41,9 +41,11 @@ fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
   : >"$OUT/kernels.log"
-  for b in $G/bench/bench_cuda_*; do
-    [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
-  done
+  if [ "${BENCH_KERNELS:-1}" = 1 ]; then
+    for b in $G/bench/bench_cuda_*; do
+      [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
+    done
+  fi
   : >"$OUT/bench.jsonl"
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128"

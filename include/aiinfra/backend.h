@@ -71,7 +71,9 @@ typedef struct backend_ops {
     size_t (*mem_free)(void *ctx);
 
     // weights
-    /* Backend bytes for a weight of this dtype/shape, and the upload from ggml rows (h_src). */
+    /* Backend bytes for a weight of this dtype/shape, and the upload from ggml rows (h_src). A backend
+     * with weight_upload gets stacked weights (wq|wk|wv and w_gate|w_up as one matrix each: one
+     * launch and one pass over x instead of three or two); one without reads the model in place. */
     size_t (*weight_bytes)(void *ctx, dtype t, int64_t n_out, int64_t n_in);
     ai_status (*weight_upload)(void *ctx, const backend_weight *w, const void *h_src, ai_err *err);
     /* Reproducible random values in about [-scale, scale] (synthetic models); NULL if unsupported. */
@@ -91,6 +93,7 @@ typedef struct backend_ops {
                       int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
                       int neox, ai_err *err);
     ai_status (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
+    ai_status (*swiglu_rows)(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
     ai_status (*kv_store)(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
                           const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
                           const int32_t *slot, ai_err *err);
@@ -108,6 +111,8 @@ typedef struct backend_ops {
      * seen and replays the graph afterwards (fn must then enqueue the same ops on the same buffers
      * for that key; only buffer contents may change). key 0 = never capture. */
     ai_status (*run)(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_err *err), void *arg, ai_err *err);
+    /* Drops every captured graph: their buffers are about to be freed (a runner's runner_free). */
+    void (*forget_graphs)(void *ctx);
 
     // timing (benchmarks): a monotonic clock in ms that has waited for the ops before it
     double (*elapsed_ms)(void *ctx);

@@ -22,10 +22,13 @@ size_t runner_meta_offset(const runner *r, int section)
     return off;
 }
 
-/* Every weight of the runner, for loops: (runner weight, model weight or NULL, is a norm vector). */
+/* Every weight of the runner, for loops: the runner weight, its model source(s) (NULL for random
+ * weights; several for a stacked matrix, whose rows are the sources' rows one after the other), and
+ * whether it is a norm vector (ones for random weights). */
 typedef struct wref {
     backend_weight *w;
-    const model_weight *src;
+    const model_weight *src[3];
+    int n_src;
     bool norm;
 } wref;
 
@@ -35,7 +38,7 @@ static int list_weights(runner *r, wref *out)
     const model_config *c = &r->cfg;
     int n = 0;
 #define ADD(dst, msrc, isnorm) \
-    if (!m || (msrc).data) out[n++] = (wref){&(dst), m ? &(msrc) : NULL, isnorm}
+    if (!m || (msrc).data) out[n++] = (wref){&(dst), {m ? &(msrc) : NULL}, 1, isnorm}
     ADD(r->tok_embd, m->tok_embd, false);
     ADD(r->output_norm, m->output_norm, true);
     if (!c->tied_output) ADD(r->output, m->output, false);
@@ -43,9 +46,13 @@ static int list_weights(runner *r, wref *out)
         runner_layer *L = &r->layers[il];
         const model_layer *ML = m ? &m->layers[il] : NULL;
         ADD(L->attn_norm, ML->attn_norm, true);
-        ADD(L->wq, ML->wq, false);
-        ADD(L->wk, ML->wk, false);
-        ADD(L->wv, ML->wv, false);
+        if (r->fuse_qkv) {
+            out[n++] = (wref){&L->wqkv, {m ? &ML->wq : NULL, m ? &ML->wk : NULL, m ? &ML->wv : NULL}, 3, false};
+        } else {
+            ADD(L->wq, ML->wq, false);
+            ADD(L->wk, ML->wk, false);
+            ADD(L->wv, ML->wv, false);
+        }
         if (c->arch == MODEL_ARCH_QWEN2) {
             ADD(L->bq, ML->bq, false);
             ADD(L->bk, ML->bk, false);
@@ -57,8 +64,12 @@ static int list_weights(runner *r, wref *out)
         }
         ADD(L->wo, ML->wo, false);
         ADD(L->ffn_norm, ML->ffn_norm, true);
-        ADD(L->w_gate, ML->w_gate, false);
-        ADD(L->w_up, ML->w_up, false);
+        if (r->fuse_gu) {
+            out[n++] = (wref){&L->w_gu, {m ? &ML->w_gate : NULL, m ? &ML->w_up : NULL}, 2, false};
+        } else {
+            ADD(L->w_gate, ML->w_gate, false);
+            ADD(L->w_up, ML->w_up, false);
+        }
         ADD(L->w_down, ML->w_down, false);
     }
 #undef ADD
@@ -91,6 +102,8 @@ static void shape_weights(runner *r, dtype t)
         SET(L->w_gate, t, c->n_ff, c->dim);
         SET(L->w_up, t, c->n_ff, c->dim);
         SET(L->w_down, t, c->dim, c->n_ff);
+        SET(L->wqkv, t, qd + kvd + kvdv, c->dim);
+        SET(L->w_gu, t, 2 * (int64_t)c->n_ff, c->dim);
     }
 #undef SET
 }
@@ -99,6 +112,38 @@ static size_t wbytes(runner *r, const backend_weight *w)
 {
     if (w->n_out == 1) return (size_t)w->n_in * sizeof(float);
     return r->be->ops->weight_bytes(r->be->ctx, w->type, w->n_out, w->n_in);
+}
+
+/* A stacked matrix from its sources' ggml rows, concatenated on the host, then uploaded as one. */
+static ai_status upload_stacked(runner *r, const backend_weight *w, const model_weight *const *src, int n_src,
+                                ai_err *err)
+{
+    size_t total = 0;
+    for (int j = 0; j < n_src; j++) total += src[j]->nbytes;
+    char *tmp = malloc(total), *p = tmp;
+    if (!tmp) return ai_err_set(err, AI_ERR_NOMEM, "runner: cannot stage %zu bytes of stacked weights", total);
+    for (int j = 0; j < n_src; j++) {
+        memcpy(p, src[j]->data, src[j]->nbytes);
+        p += src[j]->nbytes;
+    }
+    ai_status st = r->be->ops->weight_upload(r->be->ctx, w, tmp, err);
+    free(tmp);
+    return st;
+}
+
+/* Stacking needs a backend that copies weights anyway (the CPU reads the mmap in place), sources of
+ * one dtype, and for q|k|v outputs that later ops may read strided (qwen3's per-head norms may not). */
+static void plan_stacking(runner *r)
+{
+    const model *m = r->m;
+    if (!r->be->ops->weight_upload || !r->be->ops->swiglu_rows) return;
+    r->fuse_qkv = r->cfg.arch != MODEL_ARCH_QWEN3;
+    r->fuse_gu = true;
+    for (int il = 0; m && il < r->cfg.n_layer; il++) {
+        const model_layer *L = &m->layers[il];
+        if (L->wk.type != L->wq.type || L->wv.type != L->wq.type) r->fuse_qkv = false;
+        if (L->w_up.type != L->w_gate.type) r->fuse_gu = false;
+    }
 }
 
 static ai_status place_weights(runner *r, const runner_random *rnd, ai_err *err)
@@ -112,10 +157,10 @@ static ai_status place_weights(runner *r, const runner_random *rnd, ai_err *err)
     ai_status st = AI_OK;
     if (r->m) /* the model's dtypes override the defaults of shape_weights */
         for (int i = 0; i < n; i++)
-            if (!ws[i].norm && ws[i].w->n_out > 1) ws[i].w->type = ws[i].src->type;
+            if (!ws[i].norm && ws[i].w->n_out > 1) ws[i].w->type = ws[i].src[0]->type;
 
     if (r->m && !o->weight_upload) { /* CPU: read the mmap in place */
-        for (int i = 0; i < n; i++) ws[i].w->data = (void *)ws[i].src->data;
+        for (int i = 0; i < n; i++) ws[i].w->data = (void *)ws[i].src[0]->data;
     } else {
         size_t total = 0;
         for (int i = 0; i < n; i++) total += al(wbytes(r, ws[i].w));
@@ -126,8 +171,9 @@ static ai_status place_weights(runner *r, const runner_random *rnd, ai_err *err)
             w->data = p;
             p += al(wbytes(r, w));
             if (r->m) {
-                if (w->n_out == 1) st = o->upload(bc, w->data, ws[i].src->data, (size_t)w->n_in * sizeof(float), err);
-                else st = o->weight_upload(bc, w, ws[i].src->data, err);
+                if (w->n_out == 1) st = o->upload(bc, w->data, ws[i].src[0]->data, (size_t)w->n_in * sizeof(float), err);
+                else if (ws[i].n_src == 1) st = o->weight_upload(bc, w, ws[i].src[0]->data, err);
+                else st = upload_stacked(r, w, ws[i].src, ws[i].n_src, err);
                 if (st == AI_OK) st = o->sync(bc, err); /* the source may be a page we unmap next */
             } else if (ws[i].norm) {
                 st = o->fill_f32(bc, w->data, w->n_in, 1.0f, err);
@@ -160,9 +206,9 @@ static ai_status reserve_matmuls(runner *r, ai_err *err)
     ai_status st = o->matmul_reserve(r->be->ctx, &r->output, r->p.max_seqs, err);
     for (int il = 0; il < r->cfg.n_layer && st == AI_OK; il++) {
         runner_layer *L = &r->layers[il];
-        const backend_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const backend_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv, &L->w_gu};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0] && st == AI_OK; j++)
-            st = o->matmul_reserve(r->be->ctx, ws[j], mt, err);
+            if (ws[j]->data) st = o->matmul_reserve(r->be->ctx, ws[j], mt, err);
     }
     return st;
 }
@@ -204,6 +250,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         goto fail;
     }
     shape_weights(r, rnd ? rnd->type : DTYPE_F32);
+    plan_stacking(r);
     if ((st = place_weights(r, rnd, err)) != AI_OK) goto fail;
     if ((st = reserve_matmuls(r, err)) != AI_OK) goto fail;
 
@@ -213,8 +260,10 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     size_t qd = (size_t)c->n_head * (size_t)c->head_dim, kvd = (size_t)c->n_head_kv * (size_t)c->head_dim;
     size_t kvdv = (size_t)c->n_head_kv * (size_t)c->head_dim_v, ad = (size_t)c->n_head * (size_t)c->head_dim_v;
     r->meta_ints = runner_meta_offset(r, META_COUNT);
-    size_t sz[] = {T * (size_t)c->dim * f, T * (size_t)c->dim * f, T * qd * f, T * kvd * f, T * kvdv * f, T * ad * f,
-                   T * (size_t)c->dim * f, T * (size_t)c->n_ff * f, T * (size_t)c->n_ff * f, S * (size_t)c->dim * f,
+    /* q holds q|k|v rows when stacked, gate holds gate|up rows */
+    size_t sz[] = {T * (size_t)c->dim * f, T * (size_t)c->dim * f, T * (qd + kvd + kvdv) * f, T * kvd * f, T * kvdv * f,
+                   T * ad * f, T * (size_t)c->dim * f, 2 * T * (size_t)c->n_ff * f, T * (size_t)c->n_ff * f,
+                   S * (size_t)c->dim * f,
                    S * (size_t)c->n_vocab * f, (size_t)(c->rope_dim / 2) * f, r->meta_ints * sizeof(int32_t)};
     enum { N_SZ = sizeof sz / sizeof sz[0] };
     backend_attn aw = {.kv_type = r->kv_type, .n_seq = d.max_seqs, .n_tok = d.max_tokens, .max_blocks = r->max_blocks,
@@ -288,6 +337,7 @@ void runner_free(runner *r)
 {
     if (!r) return;
     const backend_ops *o = r->be->ops;
+    if (o->forget_graphs) o->forget_graphs(r->be->ctx); /* graphs hold this runner's buffer addresses */
     if (r->kv) o->dealloc(r->be->ctx, r->kv);
     if (r->arena) o->dealloc(r->be->ctx, r->arena);
     if (r->wmem) o->dealloc(r->be->ctx, r->wmem);

@@ -6,6 +6,8 @@
 
 typedef struct runner_layer {
     backend_weight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+    backend_weight wqkv;  /* (qd + kvd + kvdv, dim): wq|wk|wv stacked, when r->fuse_qkv (wq.. unused) */
+    backend_weight w_gu;  /* (2 n_ff, dim): w_gate|w_up stacked, when r->fuse_gu */
 } runner_layer;
 
 struct runner {
@@ -18,6 +20,7 @@ struct runner {
     backend_weight tok_embd, output_norm, output;
     float *rope_factors;         /* backend (rope_dim / 2) or NULL */
     float freq_scale;
+    bool fuse_qkv, fuse_gu;      /* stacked projections (backends with weight_upload) */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */
     size_t kv_k_layer, kv_v_layer; /* bytes per layer */

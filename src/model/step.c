@@ -56,32 +56,49 @@ static ai_status step_body(void *arg, ai_err *err)
         const runner_layer *L = &r->layers[il];
         char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
         char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
-        TRY(o->matmul(bc, &L->wq, r->xn, n, r->q, err));
-        TRY(o->matmul(bc, &L->wk, r->xn, n, r->k, err));
-        TRY(o->matmul(bc, &L->wv, r->xn, n, r->v, err));
+        float *q = r->q, *k = r->k, *v = r->v;
+        int64_t qs = qd, ks = kvd, vs = kvdv; /* row strides */
+        if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv */
+            TRY(o->matmul(bc, &L->wqkv, r->xn, n, r->q, err));
+            k = q + qd;
+            v = k + kvd;
+            qs = ks = vs = qd + kvd + kvdv;
+        } else {
+            TRY(o->matmul(bc, &L->wq, r->xn, n, q, err));
+            TRY(o->matmul(bc, &L->wk, r->xn, n, k, err));
+            TRY(o->matmul(bc, &L->wv, r->xn, n, v, err));
+        }
         if (L->bq.data) {
-            TRY(o->add_bias(bc, r->q, L->bq.data, n, qd, qd, err));
-            TRY(o->add_bias(bc, r->k, L->bk.data, n, kvd, kvd, err));
-            TRY(o->add_bias(bc, r->v, L->bv.data, n, kvdv, kvdv, err));
+            TRY(o->add_bias(bc, q, L->bq.data, n, qd, qs, err));
+            TRY(o->add_bias(bc, k, L->bk.data, n, kvd, ks, err));
+            TRY(o->add_bias(bc, v, L->bv.data, n, kvdv, vs, err));
         }
-        if (L->q_norm.data) {
-            TRY(o->rmsnorm(bc, r->q, r->q, L->q_norm.data, n * c->n_head, c->head_dim, c->norm_eps, err));
-            TRY(o->rmsnorm(bc, r->k, r->k, L->k_norm.data, n * c->n_head_kv, c->head_dim, c->norm_eps, err));
+        if (L->q_norm.data) { /* never stacked: rows are contiguous heads */
+            TRY(o->rmsnorm(bc, q, q, L->q_norm.data, n * c->n_head, c->head_dim, c->norm_eps, err));
+            TRY(o->rmsnorm(bc, k, k, L->k_norm.data, n * c->n_head_kv, c->head_dim, c->norm_eps, err));
         }
-        TRY(o->rope(bc, r->q, n, c->n_head, qd, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
+        TRY(o->rope(bc, q, n, c->n_head, qs, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
                     r->rope_factors, neox, err));
-        TRY(o->rope(bc, r->k, n, c->n_head_kv, kvd, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
+        TRY(o->rope(bc, k, n, c->n_head_kv, ks, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
                     r->rope_factors, neox, err));
-        TRY(o->kv_store(bc, kc, vc, r->kv_type, r->k, kvd, r->v, kvdv, n, kvd, kvdv, slot, err));
+        TRY(o->kv_store(bc, kc, vc, r->kv_type, k, ks, v, vs, n, kvd, kvdv, slot, err));
         at.k_cache = kc;
         at.v_cache = vc;
+        at.q_stride = qs;
         TRY(o->attention(bc, &at, err));
         TRY(o->matmul(bc, &L->wo, r->att, n, r->tmp, err));
         TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, L->ffn_norm.data, n, dim, c->norm_eps, err));
-        TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
-        TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
-        TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
-        TRY(o->matmul(bc, &L->w_down, r->gate, n, r->tmp, err));
+        float *act = r->gate;
+        if (r->fuse_gu) { /* one product for gate|up, rows of 2 n_ff; act = silu(gate) * up into `up` */
+            TRY(o->matmul(bc, &L->w_gu, r->xn, n, r->gate, err));
+            TRY(o->swiglu_rows(bc, r->up, r->gate, n, c->n_ff, err));
+            act = r->up;
+        } else {
+            TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
+            TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
+            TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
+        }
+        TRY(o->matmul(bc, &L->w_down, act, n, r->tmp, err));
         const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
         TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
     }
@@ -158,7 +175,8 @@ ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t 
     size_t up = runner_meta_offset(r, META_BT) + (size_t)n_seq * (size_t)cols;
     TRY(o->upload(r->be->ctx, r->d_meta, r->h_meta, up * sizeof(int32_t), err));
     uint64_t key = 0;
-    if (max_q == 1 && !r->p.no_graphs) key = (1ull << 63) | ((uint64_t)n_seq << 32) | (uint64_t)bound;
+    if (max_q == 1 && !r->p.no_graphs) /* + 15 bits of this runner's address: runners sharing a backend */
+        key = (1ull << 63) | ((((uint64_t)(uintptr_t)r >> 6) & 0x7FFF) << 48) | ((uint64_t)n_seq << 32) | (uint64_t)bound;
     TRY(o->run(r->be->ctx, key, step_body, r, err));
     if (out_tokens)
         TRY(o->download(r->be->ctx, out_tokens, meta(r, META_OUT, true), (size_t)n_seq * sizeof(int32_t), err));

@@ -138,6 +138,17 @@ static ai_status cb_swiglu(void *ctx, float *out, const float *gate, const float
     return AI_OK;
 }
 
+static ai_status cb_swiglu_rows(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err)
+{
+    for (int32_t r = 0; r < rows; r++) {
+        const float *g = gu + (size_t)r * 2 * (size_t)n;
+        float *o = out + (size_t)r * (size_t)n;
+        memmove(o, g, (size_t)n * sizeof(float));
+        model_swiglu(o, g + n, n);
+    }
+    return AI_OK;
+}
+
 static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
                              const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
                              const int32_t *slot, ai_err *err)
@@ -301,7 +312,7 @@ static const backend_ops cpu_ops = {
     .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
     .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
     .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias, .rope = cb_rope,
-    .swiglu = cb_swiglu, .kv_store = cb_kv_store, .gather_rows = cb_gather_rows, .matmul = cb_matmul,
+    .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .kv_store = cb_kv_store, .gather_rows = cb_gather_rows, .matmul = cb_matmul,
     .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
     .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms, .ceilings = cb_ceilings,
 };

@@ -152,6 +152,10 @@ static ai_status cu_swiglu(void *ctx, float *out, const float *gate, const float
 {
     return cuk_swiglu(S(ctx), out, gate, up, n, err);
 }
+static ai_status cu_swiglu_rows(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err)
+{
+    return cuk_swiglu_rows(S(ctx), out, gu, rows, n, err);
+}
 static ai_status cu_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
                              const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
                              const int32_t *slot, ai_err *err)
@@ -237,6 +241,16 @@ static ai_status cu_run(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_e
     return AI_OK;
 }
 
+static void cu_forget_graphs(void *ctx)
+{
+    cuda_be *b = ctx;
+    cudaStreamSynchronize(b->stream);
+    for (int i = 0; i < MAX_GRAPHS; i++) {
+        if (b->graphs[i].state == 2) cudaGraphExecDestroy(b->graphs[i].exec);
+        b->graphs[i] = (graph_slot){0};
+    }
+}
+
 static double cu_elapsed_ms(void *ctx)
 {
     cudaStreamSynchronize(S(ctx));
@@ -304,9 +318,9 @@ static const backend_ops cuda_ops = {
     .download = cu_download, .sync = cu_sync, .mem_free = cu_mem_free, .weight_bytes = cu_weight_bytes,
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
-    .rope = cu_rope, .swiglu = cu_swiglu, .kv_store = cu_kv_store, .gather_rows = cu_gather_rows,
+    .rope = cu_rope, .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .kv_store = cu_kv_store, .gather_rows = cu_gather_rows,
     .matmul = cu_matmul, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
-    .attention = cu_attention, .argmax = cu_argmax, .run = cu_run, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
+    .attention = cu_attention, .argmax = cu_argmax, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };
 
 bool backend_cuda_describe(int device, char *buf, size_t cap)

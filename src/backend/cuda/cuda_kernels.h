@@ -82,6 +82,8 @@ ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64
                    int neox, ai_err *err);
 /* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, i < n; out may alias gate. */
 ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
+/* out (rows, n) = silu(gu[r, 0:n]) * gu[r, n:2n]: the output of a stacked gate|up weight. */
+ai_status cuk_swiglu_rows(cuk_stream s, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
 /* Writes n_tok new K and V rows into a paged cache. k: (n_tok, kvd) rows k_stride floats apart,
  * v: (n_tok, kvdv) rows v_stride apart; cache row `slot[t]` (= block * block_size + offset) of
  * k_cache (num_slots, kvd) and v_cache (num_slots, kvdv), converted to kv_type (DTYPE_F16 or

@@ -119,6 +119,39 @@ extern "C" ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, con
     return AI_OK;
 }
 
+/* Gate and up side by side in each row (a stacked gate|up weight): out (rows, n) = silu(gu[r, :n]) *
+ * gu[r, n:2n]. Row r comes from blockIdx.y; float4 when n % 4 == 0 (rows stay 16-byte aligned). */
+template <bool VEC4> __global__ void k_swiglu_rows(float *out, const float *gu, int32_t n)
+{
+    const float *g = gu + (int64_t)blockIdx.y * 2 * n, *u = g + n;
+    float *o = out + (int64_t)blockIdx.y * n;
+    int32_t stride = gridDim.x * blockDim.x, i0 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (VEC4) {
+        for (int32_t i = i0; i < n / 4; i += stride) {
+            float4 a = ((const float4 *)g)[i], b = ((const float4 *)u)[i];
+            a.x = ew_silu_mul(a.x, b.x); a.y = ew_silu_mul(a.y, b.y);
+            a.z = ew_silu_mul(a.z, b.z); a.w = ew_silu_mul(a.w, b.w);
+            ((float4 *)o)[i] = a;
+        }
+    } else {
+        for (int32_t i = i0; i < n; i += stride) o[i] = ew_silu_mul(g[i], u[i]);
+    }
+}
+
+extern "C" ai_status cuk_swiglu_rows(cuk_stream s, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err)
+{
+    if (rows < 0 || rows > 65535 || n < 0 || ((int64_t)rows * n > 0 && (!out || !gu)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_swiglu_rows: bad arguments (rows %d, n %d)", rows, n);
+    if ((int64_t)rows * n == 0) return AI_OK;
+    bool v4 = n % 4 == 0 && ew_aligned16(out) && ew_aligned16(gu);
+    int32_t per = v4 ? n / 4 : n, bx = (per + EW_THREADS - 1) / EW_THREADS;
+    dim3 grid(bx > 64 ? 64 : bx, rows);
+    if (v4) k_swiglu_rows<true><<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(out, gu, n);
+    else k_swiglu_rows<false><<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(out, gu, n);
+    CUK_LAUNCHED(err, "cuk_swiglu_rows");
+    return AI_OK;
+}
+
 __global__ void k_add_bias(float *y, const float *b, int32_t n, int64_t row_stride)
 {
     float *row = y + (int64_t)blockIdx.y * row_stride;

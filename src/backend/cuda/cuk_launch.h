@@ -1,0 +1,53 @@
+/* cuk_launch.h - kernel launches with programmatic dependent launch (PDL), for .cu files.
+ *
+ * A decode step is ~400 small kernels in a row. Normally kernel N+1 is launched only after kernel N
+ * has finished and its memory is flushed, which leaves the GPU idle for the launch latency (a couple
+ * of microseconds) at every boundary. With PDL (Hopper), kernel N+1 is launched early: its CTAs are
+ * scheduled as N's CTAs drain and wait at `griddepcontrol.wait` until N has completed and its writes
+ * are visible. So:
+ *   - every kernel launched through cuk_launch() must call cuk_pdl_wait() before it reads anything a
+ *     previous kernel wrote, and before it writes anything a previous kernel may still read (first
+ *     thing in the kernel is simplest). Without the PDL attribute the wait is a no-op, so a kernel may
+ *     also be launched the ordinary way;
+ *   - CUDA graphs capture the programmatic edges (CUDA >= 12.3), so replays keep the overlap.
+ * Set AIINFRA_NO_PDL=1 in the environment to launch without the attribute (A/B measurements).
+ */
+#ifndef AIINFRA_CUK_LAUNCH_H
+#define AIINFRA_CUK_LAUNCH_H
+
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+__device__ __forceinline__ void cuk_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static inline bool cuk_pdl_enabled()
+{
+    const char *e = std::getenv("AIINFRA_NO_PDL");
+    return !(e && *e && *e != '0');
+}
+
+/* cuk_launch(kernel, grid, block, shared_bytes, stream, args...): as kernel<<<...>>>(args...) with the
+ * PDL attribute set. Returns the launch's cudaError_t. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cuk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     Args... args)
+{
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = cuk_pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+#endif
