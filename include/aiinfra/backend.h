@@ -89,14 +89,14 @@ typedef struct backend_ops {
                              int32_t dim, float eps, ai_err *err);
     ai_status (*add_bias)(void *ctx, float *y, const float *b, int32_t rows, int32_t n, int64_t row_stride,
                           ai_err *err);
-    ai_status (*rope)(void *ctx, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
-                      int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
-                      int neox, ai_err *err);
     ai_status (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
     ai_status (*swiglu_rows)(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
-    ai_status (*kv_store)(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
-                          const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
-                          const int32_t *slot, ai_err *err);
+    /* rope of q and k, then kv_store of k and v, in one op (GPU: one launch). */
+    ai_status (*rope_store)(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                            int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                            int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                            const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                            const int32_t *slot, ai_err *err);
     ai_status (*gather_rows)(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                              ai_err *err);
     /* y (n_tok, n_out) = x (n_tok, n_in) W^T; scratch is the backend's own (sized by matmul_reserve). */

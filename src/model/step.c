@@ -5,8 +5,8 @@
  * product is as large as a whole layer's). Per step:
  *   host:  tokens, positions, cache slots, q_start/seq_len, last-token rows, block tables -> one upload
  *   x = embed(tokens);  xn = rmsnorm(x) * attn_norm[0]
- *   per layer: q, k, v = xn W^T (+ bias);  [qwen3: per-head rmsnorm of q, k]; rope(q, k, pos)
- *              kv_store(k, v -> slots);  att = paged causal GQA attention(q)
+ *   per layer: q, k, v = xn W^T (+ bias);  [qwen3: per-head rmsnorm of q, k]
+ *              rope(q, k, pos) and kv_store(k, v -> slots) in one op;  att = paged causal GQA attention(q)
  *              tmp = att Wo^T;  x += tmp, xn = rmsnorm(x) * ffn_norm          (one fused op)
  *              tmp = (silu(xn Wg^T) * xn Wu^T) Wd^T;  x += tmp, xn = rmsnorm(x) * next norm
  *   logits (n_seq, n_vocab) = gather(xn, last rows) W_out^T;  next = argmax(logits)
@@ -77,11 +77,9 @@ static ai_status step_body(void *arg, ai_err *err)
             TRY(o->rmsnorm(bc, q, q, L->q_norm.data, n * c->n_head, c->head_dim, c->norm_eps, err));
             TRY(o->rmsnorm(bc, k, k, L->k_norm.data, n * c->n_head_kv, c->head_dim, c->norm_eps, err));
         }
-        TRY(o->rope(bc, q, n, c->n_head, qs, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
-                    r->rope_factors, neox, err));
-        TRY(o->rope(bc, k, n, c->n_head_kv, ks, c->head_dim, c->rope_dim, pos, c->rope_base, r->freq_scale,
-                    r->rope_factors, neox, err));
-        TRY(o->kv_store(bc, kc, vc, r->kv_type, k, ks, v, vs, n, kvd, kvdv, slot, err));
+        TRY(o->rope_store(bc, q, qs, k, ks, v, vs, n, c->n_head, c->n_head_kv, c->head_dim, c->head_dim_v,
+                          c->rope_dim, pos, c->rope_base, r->freq_scale, r->rope_factors, neox, kc, vc, r->kv_type,
+                          slot, err));
         at.k_cache = kc;
         at.v_cache = vc;
         at.q_stride = qs;

@@ -98,6 +98,29 @@ static ai_status open_backend(const bench_opts *o, backend *be, ai_err *err)
     return backend_cpu_init(be, o->threads, err);
 }
 
+/* B prompts of P tokens, packed into steps of up to `chunk` tokens (a prompt may span steps). */
+static ai_status prefill_all(runner *r, const int32_t *toks, const int32_t *bt, int B, int P, int nbps, int chunk,
+                             runner_seq *seqs, int32_t *next, ai_err *err)
+{
+    int s0 = 0, done0 = 0; /* the first unfinished prompt and how much of it is done */
+    while (s0 < B) {
+        int n = 0, used = 0, s = s0, done = done0;
+        while (s < B && used < chunk) {
+            int take = P - done < chunk - used ? P - done : chunk - used;
+            seqs[n++] = (runner_seq){.tokens = toks + (size_t)s * P + done, .q_len = take, .seq_len = done + take,
+                                     .block_table = bt + (size_t)s * nbps};
+            used += take;
+            if (done + take == P) s++, done = 0;
+            else done += take;
+        }
+        ai_status st = runner_step(r, seqs, n, next, err);
+        if (st != AI_OK) return st;
+        s0 = s;
+        done0 = done;
+    }
+    return AI_OK;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     bench_opts o;
@@ -152,32 +175,14 @@ int cmd_bench(int argc, char **argv)
     }
     for (int i = 0; i < B * nbps; i++) bt[i] = i;
 
-    /* prefill: pack whole or partial prompts into steps of up to `chunk` tokens */
-    int *done = calloc((size_t)B, sizeof *done);
-    if (!done) goto fail;
-    t0 = be.ops->elapsed_ms(be.ctx);
-    int s0 = 0;
-    while (s0 < B) {
-        int n = 0, used = 0;
-        for (int s = s0; s < B && used < chunk; s++) {
-            int take = P - done[s] < chunk - used ? P - done[s] : chunk - used;
-            seqs[n++] = (runner_seq){.tokens = toks + (size_t)s * P + done[s], .q_len = take, .seq_len = done[s] + take,
-                                     .block_table = bt + (size_t)s * nbps};
-            used += take;
-        }
-        if (runner_step(r, seqs, n, next, &err) != AI_OK) {
-            free(done);
-            goto fail;
-        }
-        for (int i = 0; i < n; i++) {
-            int s = s0 + i;
-            done[s] = seqs[i].seq_len;
-            if (s >= B) break;
-        }
-        while (s0 < B && done[s0] == P) s0++;
+    /* prefill twice: a warm-up (kernels load, cuBLASLt picks its algorithms), then the timed run,
+     * which rewrites the same cache rows */
+    double prefill_ms = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        t0 = be.ops->elapsed_ms(be.ctx);
+        if (prefill_all(r, toks, bt, B, P, nbps, chunk, seqs, next, &err) != AI_OK) goto fail;
+        prefill_ms = be.ops->elapsed_ms(be.ctx) - t0;
     }
-    double prefill_ms = be.ops->elapsed_ms(be.ctx) - t0;
-    free(done);
     /* next[] of the last prefill step holds only the sequences of that step: start decode from a
      * fixed token for the others (speed does not depend on the token). */
     int32_t *cur = malloc((size_t)B * sizeof *cur);

@@ -167,6 +167,18 @@ static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_t
     return AI_OK;
 }
 
+static ai_status cb_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                               int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                               int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                               const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                               const int32_t *slot, ai_err *err)
+{
+    cb_rope(ctx, q, n_tok, n_head, q_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
+    cb_rope(ctx, k, n_tok, n_head_kv, k_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
+    return cb_kv_store(ctx, k_cache, v_cache, kv_type, k, k_stride, v, v_stride, n_tok, n_head_kv * head_dim,
+                       n_head_kv * head_dim_v, slot, err);
+}
+
 static ai_status cb_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                                 ai_err *err)
 {
@@ -311,8 +323,8 @@ static const backend_ops cpu_ops = {
     .name = "cpu", .free = cb_free, .alloc = cb_alloc, .dealloc = cb_dealloc, .upload = cb_copy,
     .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
     .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
-    .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias, .rope = cb_rope,
-    .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .kv_store = cb_kv_store, .gather_rows = cb_gather_rows, .matmul = cb_matmul,
+    .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias,
+    .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .gather_rows = cb_gather_rows, .rope_store = cb_rope_store, .matmul = cb_matmul,
     .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
     .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms, .ceilings = cb_ceilings,
 };

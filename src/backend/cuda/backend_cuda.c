@@ -141,13 +141,6 @@ static ai_status cu_add_bias(void *ctx, float *y, const float *bias, int32_t row
 {
     return cuk_add_bias(S(ctx), y, bias, rows, n, row_stride, err);
 }
-static ai_status cu_rope(void *ctx, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
-                         int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
-                         int neox, ai_err *err)
-{
-    return cuk_rope(S(ctx), x, n_tok, n_heads, row_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox,
-                    err);
-}
 static ai_status cu_swiglu(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err)
 {
     return cuk_swiglu(S(ctx), out, gate, up, n, err);
@@ -156,11 +149,14 @@ static ai_status cu_swiglu_rows(void *ctx, float *out, const float *gu, int32_t 
 {
     return cuk_swiglu_rows(S(ctx), out, gu, rows, n, err);
 }
-static ai_status cu_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
-                             const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
-                             const int32_t *slot, ai_err *err)
+static ai_status cu_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                               int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                               int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                               const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                               const int32_t *slot, ai_err *err)
 {
-    return cuk_kv_store(S(ctx), k_cache, v_cache, kv_type, k, k_stride, v, v_stride, n_tok, kvd, kvdv, slot, err);
+    return cuk_rope_store(S(ctx), q, q_stride, k, k_stride, v, v_stride, n_tok, n_head, n_head_kv, head_dim, head_dim_v,
+                          rope_dim, pos, base, freq_scale, factors, neox, k_cache, v_cache, kv_type, slot, err);
 }
 static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                                 ai_err *err)
@@ -318,7 +314,7 @@ static const backend_ops cuda_ops = {
     .download = cu_download, .sync = cu_sync, .mem_free = cu_mem_free, .weight_bytes = cu_weight_bytes,
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
-    .rope = cu_rope, .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .kv_store = cu_kv_store, .gather_rows = cu_gather_rows,
+    .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
     .matmul = cu_matmul, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };

@@ -80,6 +80,13 @@ ai_status cuk_add_bias(cuk_stream s, float *y, const float *b, int32_t rows, int
 ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride, int32_t head_dim,
                    int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
                    int neox, ai_err *err);
+/* cuk_rope on q (n_head heads) and k (n_head_kv heads), then cuk_kv_store of k and v (v rows are
+ * n_head_kv * head_dim_v wide): the three in one launch, one block per token. */
+ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                         int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                         int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                         const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                         const int32_t *slot, ai_err *err);
 /* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, i < n; out may alias gate. */
 ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
 /* out (rows, n) = silu(gu[r, 0:n]) * gu[r, n:2n]: the output of a stacked gate|up weight. */

@@ -37,6 +37,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/cuk_launch.h"
 
 namespace {
 
@@ -85,6 +86,7 @@ template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __f
 template <typename H>
 __global__ void k_round_x(const float *__restrict__ x, H *__restrict__ out, size_t n)
 {
+    cuk_pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = to_h<H>(x[i]);
 }
@@ -94,6 +96,7 @@ __global__ void k_round_x(const float *__restrict__ x, H *__restrict__ out, size
 __global__ void k_dequant_rows(const unsigned char *__restrict__ qs, const unsigned char *__restrict__ sc, dtype t,
                                int64_t r0, int64_t rows, int64_t n_in, __nv_bfloat16 *__restrict__ out)
 {
+    cuk_pdl_wait();
     const int64_t nb = n_in / 32, total = rows * nb;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t gb = r0 * nb + i; /* global block index */
@@ -274,11 +277,11 @@ extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *
     const size_t nx = (size_t)n_tok * (size_t)w->n_in;
     const void *b = x;
     if (t == DTYPE_F16) {
-        k_round_x<__half><<<grid_for(nx), 256, 0, cs>>>(x, (__half *)xh, nx);
+        cuk_launch(k_round_x<__half>, dim3(grid_for(nx)), dim3(256), 0, cs, x, (__half *)xh, nx);
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
         b = xh;
     } else if (t != DTYPE_F32) {
-        k_round_x<__nv_bfloat16><<<grid_for(nx), 256, 0, cs>>>(x, (__nv_bfloat16 *)xh, nx);
+        cuk_launch(k_round_x<__nv_bfloat16>, dim3(grid_for(nx)), dim3(256), 0, cs, x, (__nv_bfloat16 *)xh, nx);
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
         b = xh;
     }
@@ -298,7 +301,7 @@ extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *
     const unsigned char *sc = qs + cuk_weight_qs_bytes(t, w->n_out, w->n_in);
     for (int64_t r0 = 0; r0 < w->n_out; r0 += tr) {
         const int64_t rows = w->n_out - r0 < tr ? w->n_out - r0 : tr;
-        k_dequant_rows<<<grid_for((size_t)rows * (size_t)(w->n_in / 32)), 256, 0, cs>>>(
+        cuk_launch(k_dequant_rows, dim3(grid_for((size_t)rows * (size_t)(w->n_in / 32))), dim3(256), 0, cs, 
             qs, sc, t, r0, rows, w->n_in, (__nv_bfloat16 *)tile);
         CUK_LAUNCHED(err, "cuk_matmul: k_dequant_rows");
         plan *p;

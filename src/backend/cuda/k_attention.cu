@@ -21,6 +21,7 @@
 #include "backend/cuda/k_attn.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuk_launch.h"
 
 template <typename T> static __device__ __forceinline__ float kattn_ld(const T *p);
 template <> __device__ __forceinline__ float kattn_ld<float>(const float *p) { return __ldg(p); }
@@ -43,6 +44,7 @@ static __device__ __forceinline__ float kattn_block_reduce(float v, float *red, 
 
 template <typename KT> __global__ void __launch_bounds__(128) kattn_generic(const cuk_attn_args a)
 {
+    cuk_pdl_wait();
     __shared__ float qs[256];
     __shared__ float ps[128];
     __shared__ float red[4];
@@ -105,8 +107,8 @@ template <typename KT> __global__ void __launch_bounds__(128) kattn_generic(cons
 cudaError_t kattn_generic_launch(cudaStream_t s, const cuk_attn_args *a)
 {
     dim3 grid((unsigned)a->n_tok, (unsigned)a->n_head);
-    if (a->kv_type == DTYPE_F16) kattn_generic<__half><<<grid, 128, 0, s>>>(*a);
-    else kattn_generic<float><<<grid, 128, 0, s>>>(*a);
+    if (a->kv_type == DTYPE_F16) cuk_launch(kattn_generic<__half>, dim3(grid), dim3(128), 0, s, *a);
+    else cuk_launch(kattn_generic<float>, dim3(grid), dim3(128), 0, s, *a);
     return cudaGetLastError();
 }
 

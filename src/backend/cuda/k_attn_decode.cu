@@ -24,6 +24,7 @@
  * 3. the reducer only reads the partials of splits that start below seq_len (all written).
  */
 #include "backend/cuda/k_attn.h"
+#include "backend/cuda/cuk_launch.h"
 
 #define DEC_TK 16    /* keys per warp tile */
 #define DEC_WARPS 4
@@ -38,6 +39,7 @@ template <int D, int G> struct dec_smem {
 template <int D, int G>
 __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, float *work)
 {
+    cuk_pdl_wait();
     constexpr int CH = D / 8, KST = dec_smem<D, G>::KST, STAGE = dec_smem<D, G>::STAGE, DPL = D / 32;
     extern __shared__ __align__(16) unsigned char smem[];
     float *qs = (float *)smem;
@@ -198,6 +200,7 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
 template <int D>
 __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
 {
+    cuk_pdl_wait();
     const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x;
     const int q0 = a.q_start[s];
     if (a.q_start[s + 1] - q0 < 1) return;
@@ -220,6 +223,7 @@ __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, 
 template <int D>
 __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
 {
+    cuk_pdl_wait();
     constexpr int NWP = D / 32;
     __shared__ float wsh[D];
     __shared__ float red[NWP];
@@ -359,10 +363,11 @@ template <int D, int G> static cudaError_t dec_launch(cudaStream_t st, const cuk
     cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    kattn_decode_split<D, G><<<grid, 128, sm, st>>>(*a, ns, ch, (float *)a->work);
+    cuk_launch(kattn_decode_split<D, G>, dim3(grid), dim3(128), sm, st, *a, ns, ch, (float *)a->work);
     e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    kattn_decode_reduce<D><<<dim3((unsigned)a->n_head, (unsigned)a->n_seq), D, 0, st>>>(*a, ns, ch, (const float *)a->work);
+    cuk_launch(kattn_decode_reduce<D>, dim3((unsigned)a->n_head, (unsigned)a->n_seq), dim3(D), 0, st, *a, ns, ch,
+               (const float *)a->work);
     return cudaGetLastError();
 }
 

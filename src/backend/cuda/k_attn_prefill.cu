@@ -22,6 +22,7 @@
  * (a later, fully masked tile then contributes exp2(-inf) = 0).
  */
 #include "backend/cuda/k_attn.h"
+#include "backend/cuda/cuk_launch.h"
 
 #define FA_BN 64
 /* Warps per CTA (16 query rows each): 4 -> 64-row tiles, 8 -> 128-row tiles. */
@@ -64,6 +65,7 @@ template <int D, int NW> struct fa_cfg {
 
 template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) kattn_fa2(const cuk_attn_args a)
 {
+    cuk_pdl_wait();
     constexpr int CH = D / 8, NB = FA_BN / 8, DB = D / 8, FA_BM = 16 * NW, NT = NW * 32;
     extern __shared__ __align__(128) unsigned char smem[];
     __half *Qs = (__half *)smem, *Ks = Qs + FA_BM * D, *Vs = Ks + 2 * FA_BN * D;
@@ -236,7 +238,7 @@ template <int D> static cudaError_t fa_launch(cudaStream_t st, const cuk_attn_ar
     cudaError_t e = cudaFuncSetAttribute(kattn_fa2<D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((a->max_q_len + BM - 1) / BM), (unsigned)a->n_head, (unsigned)a->n_seq);
-    kattn_fa2<D, NW><<<grid, NW * 32, sm, st>>>(*a);
+    cuk_launch(kattn_fa2<D, NW>, dim3(grid), dim3(NW * 32), sm, st, *a);
     return cudaGetLastError();
 }
 

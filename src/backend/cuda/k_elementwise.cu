@@ -30,6 +30,7 @@ extern "C" {
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 }
+#include "backend/cuda/cuk_launch.h"
 
 #define EW_THREADS 256
 
@@ -45,6 +46,7 @@ static inline unsigned ew_blocks(int64_t n, int per_block)
 
 __global__ void k_fill_f32(float *dst, int64_t n, float v)
 {
+    cuk_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = v;
 }
@@ -53,7 +55,7 @@ extern "C" ai_status cuk_fill_f32(cuk_stream s, float *dst, int64_t n, float val
 {
     if (n < 0 || (n > 0 && !dst)) return ai_err_set(err, AI_ERR_INVALID, "cuk_fill_f32: bad arguments (n %lld)", (long long)n);
     if (n == 0) return AI_OK;
-    k_fill_f32<<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(dst, n, value);
+    cuk_launch(k_fill_f32, dim3(ew_blocks(n, EW_THREADS)), dim3(EW_THREADS), 0, (cudaStream_t)s, dst, n, value);
     CUK_LAUNCHED(err, "cuk_fill_f32");
     return AI_OK;
 }
@@ -61,6 +63,7 @@ extern "C" ai_status cuk_fill_f32(cuk_stream s, float *dst, int64_t n, float val
 /* vec4: x and y 16-byte aligned and n % 4 == 0 (chosen on the host). */
 template <bool VEC4> __global__ void k_add(float *x, const float *y, int64_t n)
 {
+    cuk_pdl_wait();
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (VEC4) {
@@ -81,9 +84,9 @@ extern "C" ai_status cuk_add(cuk_stream s, float *x, const float *y, int64_t n, 
     if (n < 0 || (n > 0 && (!x || !y))) return ai_err_set(err, AI_ERR_INVALID, "cuk_add: bad arguments (n %lld)", (long long)n);
     if (n == 0) return AI_OK;
     if (n % 4 == 0 && ew_aligned16(x) && ew_aligned16(y))
-        k_add<true><<<ew_blocks(n / 4, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(x, y, n);
+        cuk_launch(k_add<true>, dim3(ew_blocks(n / 4, EW_THREADS)), dim3(EW_THREADS), 0, (cudaStream_t)s, x, y, n);
     else
-        k_add<false><<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(x, y, n);
+        cuk_launch(k_add<false>, dim3(ew_blocks(n, EW_THREADS)), dim3(EW_THREADS), 0, (cudaStream_t)s, x, y, n);
     CUK_LAUNCHED(err, "cuk_add");
     return AI_OK;
 }
@@ -92,6 +95,7 @@ __device__ __forceinline__ float ew_silu_mul(float g, float u) { return g / (1.0
 
 template <bool VEC4> __global__ void k_swiglu(float *out, const float *gate, const float *up, int64_t n)
 {
+    cuk_pdl_wait();
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (VEC4) {
@@ -112,9 +116,9 @@ extern "C" ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, con
         return ai_err_set(err, AI_ERR_INVALID, "cuk_swiglu: bad arguments (n %lld)", (long long)n);
     if (n == 0) return AI_OK;
     if (n % 4 == 0 && ew_aligned16(out) && ew_aligned16(gate) && ew_aligned16(up))
-        k_swiglu<true><<<ew_blocks(n / 4, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(out, gate, up, n);
+        cuk_launch(k_swiglu<true>, dim3(ew_blocks(n / 4, EW_THREADS)), dim3(EW_THREADS), 0, (cudaStream_t)s, out, gate, up, n);
     else
-        k_swiglu<false><<<ew_blocks(n, EW_THREADS), EW_THREADS, 0, (cudaStream_t)s>>>(out, gate, up, n);
+        cuk_launch(k_swiglu<false>, dim3(ew_blocks(n, EW_THREADS)), dim3(EW_THREADS), 0, (cudaStream_t)s, out, gate, up, n);
     CUK_LAUNCHED(err, "cuk_swiglu");
     return AI_OK;
 }
@@ -123,6 +127,7 @@ extern "C" ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, con
  * gu[r, n:2n]. Row r comes from blockIdx.y; float4 when n % 4 == 0 (rows stay 16-byte aligned). */
 template <bool VEC4> __global__ void k_swiglu_rows(float *out, const float *gu, int32_t n)
 {
+    cuk_pdl_wait();
     const float *g = gu + (int64_t)blockIdx.y * 2 * n, *u = g + n;
     float *o = out + (int64_t)blockIdx.y * n;
     int32_t stride = gridDim.x * blockDim.x, i0 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -146,14 +151,15 @@ extern "C" ai_status cuk_swiglu_rows(cuk_stream s, float *out, const float *gu, 
     bool v4 = n % 4 == 0 && ew_aligned16(out) && ew_aligned16(gu);
     int32_t per = v4 ? n / 4 : n, bx = (per + EW_THREADS - 1) / EW_THREADS;
     dim3 grid(bx > 64 ? 64 : bx, rows);
-    if (v4) k_swiglu_rows<true><<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(out, gu, n);
-    else k_swiglu_rows<false><<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(out, gu, n);
+    if (v4) cuk_launch(k_swiglu_rows<true>, dim3(grid), dim3(EW_THREADS), 0, (cudaStream_t)s, out, gu, n);
+    else cuk_launch(k_swiglu_rows<false>, dim3(grid), dim3(EW_THREADS), 0, (cudaStream_t)s, out, gu, n);
     CUK_LAUNCHED(err, "cuk_swiglu_rows");
     return AI_OK;
 }
 
 __global__ void k_add_bias(float *y, const float *b, int32_t n, int64_t row_stride)
 {
+    cuk_pdl_wait();
     float *row = y + (int64_t)blockIdx.y * row_stride;
     for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) row[i] += b[i];
 }
@@ -166,7 +172,7 @@ extern "C" ai_status cuk_add_bias(cuk_stream s, float *y, const float *b, int32_
                           (long long)row_stride);
     if ((int64_t)rows * n == 0) return AI_OK;
     dim3 grid((n + EW_THREADS - 1) / EW_THREADS, rows);
-    k_add_bias<<<grid, EW_THREADS, 0, (cudaStream_t)s>>>(y, b, n, row_stride);
+    cuk_launch(k_add_bias, dim3(grid), dim3(EW_THREADS), 0, (cudaStream_t)s, y, b, n, row_stride);
     CUK_LAUNCHED(err, "cuk_add_bias");
     return AI_OK;
 }
@@ -197,6 +203,7 @@ template <bool ADD>
 __global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, const float *delta, const float *w,
                                                       int32_t dim, float eps)
 {
+    cuk_pdl_wait();
     __shared__ float sh[33];
     const int64_t base = (int64_t)blockIdx.x * dim;
     const int32_t d4 = dim / 4;
@@ -238,6 +245,7 @@ template <bool ADD>
 __global__ void __launch_bounds__(256) k_rmsnorm_warp(float *out, float *x, const float *delta, const float *w,
                                                       int32_t rows, int32_t dim, float eps)
 {
+    cuk_pdl_wait();
     const int32_t r = blockIdx.x * 8 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (r >= rows) return; /* whole warps only: the shuffles below stay warp-uniform */
@@ -279,6 +287,7 @@ __global__ void __launch_bounds__(256) k_rmsnorm_warp(float *out, float *x, cons
 template <bool ADD>
 __global__ void k_rmsnorm_scalar(float *out, float *x, const float *delta, const float *w, int32_t dim, float eps)
 {
+    cuk_pdl_wait();
     __shared__ float sh[33];
     const int64_t base = (int64_t)blockIdx.x * dim;
     float ss = 0.0f;
@@ -310,18 +319,18 @@ static ai_status ew_rmsnorm(cudaStream_t s, float *out, float *x, const float *d
                (!delta || ew_aligned16(delta)) && (!w || ew_aligned16(w));
     if (vec && d4 <= 32 * NORM_VPT) {
         unsigned blocks = (unsigned)((rows + 7) / 8);
-        if (add) k_rmsnorm_warp<true><<<blocks, 256, 0, s>>>(out, x, delta, w, rows, dim, eps);
-        else k_rmsnorm_warp<false><<<blocks, 256, 0, s>>>(out, x, delta, w, rows, dim, eps);
+        if (add) cuk_launch(k_rmsnorm_warp<true>, dim3(blocks), dim3(256), 0, s, out, x, delta, w, rows, dim, eps);
+        else cuk_launch(k_rmsnorm_warp<false>, dim3(blocks), dim3(256), 0, s, out, x, delta, w, rows, dim, eps);
     } else if (vec) {
         int threads = (d4 + NORM_VPT - 1) / NORM_VPT;
         threads = (threads + 31) / 32 * 32;
         if (threads < 32) threads = 32;
-        if (add) k_rmsnorm_vec<true><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
-        else k_rmsnorm_vec<false><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+        if (add) cuk_launch(k_rmsnorm_vec<true>, dim3(rows), dim3(threads), 0, s, out, x, delta, w, dim, eps);
+        else cuk_launch(k_rmsnorm_vec<false>, dim3(rows), dim3(threads), 0, s, out, x, delta, w, dim, eps);
     } else {
         int threads = dim >= 1024 ? 1024 : (dim + 31) / 32 * 32;
-        if (add) k_rmsnorm_scalar<true><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
-        else k_rmsnorm_scalar<false><<<rows, threads, 0, s>>>(out, x, delta, w, dim, eps);
+        if (add) cuk_launch(k_rmsnorm_scalar<true>, dim3(rows), dim3(threads), 0, s, out, x, delta, w, dim, eps);
+        else cuk_launch(k_rmsnorm_scalar<false>, dim3(rows), dim3(threads), 0, s, out, x, delta, w, dim, eps);
     }
     CUK_LAUNCHED(err, name);
     return AI_OK;
@@ -345,14 +354,12 @@ extern "C" ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta,
 
 #define ROPE_MAX_HALF 4096 /* rope_dim <= 8192: the angle tables fit in 32 KB of shared memory */
 
-/* One block per token. */
-__global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t head_dim, int32_t half,
-                       const int32_t *pos, float theta_scale, float freq_scale, const float *factors, int neox)
+/* The angle table of position p into cs/sn (shared): one thread runs the CPU's running product. */
+__device__ __forceinline__ void rope_table(float *cs, float *sn, int32_t p, int32_t half, float theta_scale,
+                                           float freq_scale, const float *factors)
 {
-    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
-    const int32_t t = blockIdx.x;
     if (threadIdx.x == 0) { /* the CPU's running product, in the same order */
-        float theta = (float)pos[t];
+        float theta = (float)p;
         for (int32_t i = 0; i < half; i++) {
             cs[i] = theta;
             theta *= theta_scale;
@@ -362,14 +369,17 @@ __global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t he
     for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
         float ff = factors ? factors[i] : 1.0f;
         float th = freq_scale * (cs[i] / ff);
-        float c, s;
-        c = cosf(th);
-        s = sinf(th);
+        float c = cosf(th), s = sinf(th);
         cs[i] = c;
         sn[i] = s;
     }
     __syncthreads();
-    float *row = x + (int64_t)t * row_stride;
+}
+
+/* Rotates the pairs of n_heads heads of one row (the block's threads share the work). */
+__device__ __forceinline__ void rope_row(float *row, int32_t n_heads, int32_t head_dim, int32_t half,
+                                         const float *cs, const float *sn, int neox)
+{
     for (int32_t k = threadIdx.x; k < n_heads * half; k += blockDim.x) {
         int32_t h = k / half, i = k - h * half;
         float *v = row + (int64_t)h * head_dim;
@@ -378,6 +388,78 @@ __global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t he
         v[a] = fmaf(x0, c, -(x1 * s));
         v[b] = fmaf(x0, s, x1 * c);
     }
+}
+
+/* One block per token. */
+__global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t head_dim, int32_t half,
+                       const int32_t *pos, float theta_scale, float freq_scale, const float *factors, int neox)
+{
+    cuk_pdl_wait();
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    const int32_t t = blockIdx.x;
+    rope_table(cs, sn, pos[t], half, theta_scale, freq_scale, factors);
+    rope_row(x + (int64_t)t * row_stride, n_heads, head_dim, half, cs, sn, neox);
+}
+
+/* The decode step's fusion: rotate q and k of one token (one block per token), then write its k and v
+ * rows into the paged cache (slot < 0: rotate only). One launch instead of four. */
+template <bool F16>
+__global__ void k_rope_store(float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v, int64_t v_stride,
+                             int32_t n_head, int32_t n_head_kv, int32_t head_dim, int32_t half, const int32_t *pos,
+                             float theta_scale, float freq_scale, const float *factors, int neox, void *k_cache,
+                             void *v_cache, int32_t kvd, int32_t kvdv, const int32_t *slot)
+{
+    cuk_pdl_wait();
+    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
+    const int32_t t = blockIdx.x;
+    rope_table(cs, sn, pos[t], half, theta_scale, freq_scale, factors);
+    float *kr = k + (int64_t)t * k_stride;
+    rope_row(q + (int64_t)t * q_stride, n_head, head_dim, half, cs, sn, neox);
+    rope_row(kr, n_head_kv, head_dim, half, cs, sn, neox);
+    const int32_t sl = slot[t];
+    if (sl < 0) return;
+    __syncthreads(); /* the rotated k row is complete */
+    const float *vr = v + (int64_t)t * v_stride;
+    for (int32_t j = threadIdx.x; j < kvd; j += blockDim.x) {
+        if (F16) ((__half *)k_cache)[(int64_t)sl * kvd + j] = __float2half_rn(kr[j]);
+        else ((float *)k_cache)[(int64_t)sl * kvd + j] = kr[j];
+    }
+    for (int32_t j = threadIdx.x; j < kvdv; j += blockDim.x) {
+        if (F16) ((__half *)v_cache)[(int64_t)sl * kvdv + j] = __float2half_rn(vr[j]);
+        else ((float *)v_cache)[(int64_t)sl * kvdv + j] = vr[j];
+    }
+}
+
+extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride,
+                                    const float *v, int64_t v_stride, int32_t n_tok, int32_t n_head,
+                                    int32_t n_head_kv, int32_t head_dim, int32_t head_dim_v, int32_t rope_dim,
+                                    const int32_t *pos, float base, float freq_scale, const float *factors, int neox,
+                                    void *k_cache, void *v_cache, dtype kv_type, const int32_t *slot, ai_err *err)
+{
+    const int64_t kvd = (int64_t)n_head_kv * head_dim, kvdv = (int64_t)n_head_kv * head_dim_v;
+    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: cache dtype %d is not f16 or f32", (int)kv_type);
+    if (n_tok < 0 || n_tok > 65535 || n_head <= 0 || n_head_kv <= 0 || head_dim <= 0 || head_dim_v <= 0 ||
+        rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim || q_stride < (int64_t)n_head * head_dim ||
+        k_stride < kvd || v_stride < kvdv || kvd > INT32_MAX || !(base > 0) ||
+        (n_tok > 0 && (!q || !k || !v || !pos || !k_cache || !v_cache || !slot)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: bad arguments (n_tok %d, heads %d/%d, head_dim %d)",
+                          n_tok, n_head, n_head_kv, head_dim);
+    if (rope_dim / 2 > ROPE_MAX_HALF)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: rope_dim %d > %d", rope_dim, 2 * ROPE_MAX_HALF);
+    if (n_tok == 0) return AI_OK;
+    const float theta_scale = powf(base, -2.0f / (float)rope_dim); /* host powf, as cuk_rope */
+    cudaStream_t st = (cudaStream_t)s;
+    if (kv_type == DTYPE_F16)
+        cuk_launch(k_rope_store<true>, dim3(n_tok), dim3(256), 0, st, q, q_stride, k, k_stride, v, v_stride, n_head,
+                   n_head_kv, head_dim, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
+                   (int32_t)kvd, (int32_t)kvdv, slot);
+    else
+        cuk_launch(k_rope_store<false>, dim3(n_tok), dim3(256), 0, st, q, q_stride, k, k_stride, v, v_stride, n_head,
+                   n_head_kv, head_dim, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
+                   (int32_t)kvd, (int32_t)kvdv, slot);
+    CUK_LAUNCHED(err, "cuk_rope_store");
+    return AI_OK;
 }
 
 extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64_t row_stride,
@@ -396,7 +478,7 @@ extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_h
     const float theta_scale = powf(base, -2.0f / (float)rope_dim);
     int32_t work = n_heads * (rope_dim / 2);
     int threads = work >= 256 ? 256 : (work + 31) / 32 * 32;
-    k_rope<<<n_tok, threads, 0, (cudaStream_t)s>>>(x, n_heads, row_stride, head_dim, rope_dim / 2, pos, theta_scale,
+    cuk_launch(k_rope, dim3(n_tok), dim3(threads), 0, (cudaStream_t)s, x, n_heads, row_stride, head_dim, rope_dim / 2, pos, theta_scale,
                                                    freq_scale, factors, neox);
     CUK_LAUNCHED(err, "cuk_rope");
     return AI_OK;
@@ -407,6 +489,7 @@ extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_h
 template <bool F16> __global__ void k_kv_store(void *cache, const float *src, int64_t stride, int32_t width,
                                                const int32_t *slot)
 {
+    cuk_pdl_wait();
     const int32_t t = blockIdx.y;
     const int32_t sl = slot[t];
     if (sl < 0) return;
@@ -431,11 +514,11 @@ extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dt
     cudaStream_t st = (cudaStream_t)s;
     dim3 gk((kvd + EW_THREADS - 1) / EW_THREADS, n_tok), gv((kvdv + EW_THREADS - 1) / EW_THREADS, n_tok);
     if (kv_type == DTYPE_F16) {
-        k_kv_store<true><<<gk, EW_THREADS, 0, st>>>(k_cache, k, k_stride, kvd, slot);
-        k_kv_store<true><<<gv, EW_THREADS, 0, st>>>(v_cache, v, v_stride, kvdv, slot);
+        cuk_launch(k_kv_store<true>, dim3(gk), dim3(EW_THREADS), 0, st, k_cache, k, k_stride, kvd, slot);
+        cuk_launch(k_kv_store<true>, dim3(gv), dim3(EW_THREADS), 0, st, v_cache, v, v_stride, kvdv, slot);
     } else {
-        k_kv_store<false><<<gk, EW_THREADS, 0, st>>>(k_cache, k, k_stride, kvd, slot);
-        k_kv_store<false><<<gv, EW_THREADS, 0, st>>>(v_cache, v, v_stride, kvdv, slot);
+        cuk_launch(k_kv_store<false>, dim3(gk), dim3(EW_THREADS), 0, st, k_cache, k, k_stride, kvd, slot);
+        cuk_launch(k_kv_store<false>, dim3(gv), dim3(EW_THREADS), 0, st, v_cache, v, v_stride, kvdv, slot);
     }
     CUK_LAUNCHED(err, "cuk_kv_store");
     return AI_OK;
@@ -443,6 +526,7 @@ extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dt
 
 template <bool VEC4> __global__ void k_gather_rows(float *out, const float *in, const int32_t *idx, int32_t dim)
 {
+    cuk_pdl_wait();
     const int64_t src = (int64_t)idx[blockIdx.y] * dim, dst = (int64_t)blockIdx.y * dim;
     if (VEC4) {
         for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < dim / 4; j += gridDim.x * blockDim.x)
@@ -461,10 +545,10 @@ extern "C" ai_status cuk_gather_rows(cuk_stream s, float *out, const float *in, 
     if (n == 0) return AI_OK;
     if (dim % 4 == 0 && ew_aligned16(out) && ew_aligned16(in)) {
         dim3 g((dim / 4 + EW_THREADS - 1) / EW_THREADS, n);
-        k_gather_rows<true><<<g, EW_THREADS, 0, (cudaStream_t)s>>>(out, in, idx, dim);
+        cuk_launch(k_gather_rows<true>, dim3(g), dim3(EW_THREADS), 0, (cudaStream_t)s, out, in, idx, dim);
     } else {
         dim3 g((dim + EW_THREADS - 1) / EW_THREADS, n);
-        k_gather_rows<false><<<g, EW_THREADS, 0, (cudaStream_t)s>>>(out, in, idx, dim);
+        cuk_launch(k_gather_rows<false>, dim3(g), dim3(EW_THREADS), 0, (cudaStream_t)s, out, in, idx, dim);
     }
     CUK_LAUNCHED(err, "cuk_gather_rows");
     return AI_OK;
@@ -500,6 +584,7 @@ template <int T> __device__ __forceinline__ float ew_table_at(const void *data, 
 template <int T> __global__ void k_embed(float *out, const void *data, int64_t n_in, const int32_t *tokens,
                                          size_t qs_bytes)
 {
+    cuk_pdl_wait();
     const int64_t r = tokens[blockIdx.y];
     float *o = out + (int64_t)blockIdx.y * n_in;
     if (T == DTYPE_F32 && n_in % 4 == 0) {
@@ -534,12 +619,12 @@ extern "C" ai_status cuk_embed(cuk_stream s, float *out, const cuk_weight *table
     if (t == DTYPE_F32 && n_in % 4 == 0 && !ew_aligned16(out))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_embed: out is not 16-byte aligned");
     switch (t) {
-    case DTYPE_F32: k_embed<DTYPE_F32><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
-    case DTYPE_F16: k_embed<DTYPE_F16><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
-    case DTYPE_BF16: k_embed<DTYPE_BF16><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
-    case DTYPE_Q8_0: k_embed<DTYPE_Q8_0><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
-    case DTYPE_Q4_0: k_embed<DTYPE_Q4_0><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
-    case DTYPE_Q4_1: k_embed<DTYPE_Q4_1><<<g, EW_THREADS, 0, st>>>(out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_F32: cuk_launch(k_embed<DTYPE_F32>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_F16: cuk_launch(k_embed<DTYPE_F16>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_BF16: cuk_launch(k_embed<DTYPE_BF16>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q8_0: cuk_launch(k_embed<DTYPE_Q8_0>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q4_0: cuk_launch(k_embed<DTYPE_Q4_0>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
+    case DTYPE_Q4_1: cuk_launch(k_embed<DTYPE_Q4_1>, dim3(g), dim3(EW_THREADS), 0, st, out, table->data, n_in, tokens, qs_bytes); break;
     default: return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_embed: table dtype %d", (int)t);
     }
     CUK_LAUNCHED(err, "cuk_embed");

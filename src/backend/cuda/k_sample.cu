@@ -55,6 +55,7 @@ extern "C" {
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 }
+#include "backend/cuda/cuk_launch.h"
 
 #define SMP_THREADS 1024
 #define SMP_WARPS (SMP_THREADS / 32)
@@ -171,6 +172,7 @@ __device__ void smp_row_stats(const float *row, int32_t n, bool vec, smp_stats *
 
 __global__ void __launch_bounds__(SMP_THREADS) k_argmax(const float *logits, int32_t n, int32_t *out, bool vec)
 {
+    cuk_pdl_wait();
     __shared__ smp_stats st;
     __shared__ float shv[SMP_WARPS];
     __shared__ int32_t shi[SMP_WARPS], shn[SMP_WARPS];
@@ -187,7 +189,7 @@ extern "C" ai_status cuk_argmax(cuk_stream s, const float *logits, int32_t n_row
         return ai_err_set(err, AI_ERR_INVALID, "cuk_argmax: bad arguments (rows %d, n_vocab %d)", n_rows, n_vocab);
     if (n_rows == 0) return AI_OK;
     const bool vec = n_vocab % 4 == 0 && ((uintptr_t)logits & 15) == 0;
-    k_argmax<<<n_rows, SMP_THREADS, 0, (cudaStream_t)s>>>(logits, n_vocab, out, vec);
+    cuk_launch(k_argmax, dim3(n_rows), dim3(SMP_THREADS), 0, (cudaStream_t)s, logits, n_vocab, out, vec);
     CUK_LAUNCHED(err, "cuk_argmax");
     return AI_OK;
 }
@@ -430,6 +432,7 @@ __device__ void smp_block_sum3(u64 v[3], smp_shared *sh)
 __global__ void __launch_bounds__(SMP_THREADS) k_sample(const float *logits, int32_t n,
                                                         const cuk_sample_params *params, int32_t *out, bool vec)
 {
+    cuk_pdl_wait();
     __shared__ smp_shared sh;
     extern __shared__ u64 smp_dyn[]; /* SMP_HIST_BYTES: the warps' private histograms */
     u64 *hmass = smp_dyn;
@@ -530,7 +533,7 @@ extern "C" ai_status cuk_sample(cuk_stream s, const float *logits, int32_t n_row
     /* above the 48 KB default: a function attribute, not a stream operation (fine under capture) */
     CUK_TRY(err, cudaFuncSetAttribute(k_sample, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMP_HIST_BYTES),
             "cuk_sample: shared memory limit");
-    k_sample<<<n_rows, SMP_THREADS, SMP_HIST_BYTES, (cudaStream_t)s>>>(logits, n_vocab, params, out, vec);
+    cuk_launch(k_sample, dim3(n_rows), dim3(SMP_THREADS), SMP_HIST_BYTES, (cudaStream_t)s, logits, n_vocab, params, out, vec);
     CUK_LAUNCHED(err, "cuk_sample");
     return AI_OK;
 }
