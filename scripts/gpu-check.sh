@@ -29,9 +29,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -E '^\[  (FAILED|PASSED|SKIPPED) \]|worst relative|error|Error' "$OUT/tests.log" | head -40 | tee -a "$summary"
   if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     : >"$OUT/sanitizer.log"
-    for t in $G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention; do
+    for t in ${SANITIZE_TESTS:-$G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention}; do
       [ -x "$t" ] || continue
-      for tool in memcheck racecheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" >>"$OUT/sanitizer.log" 2>&1
         echo "sanitizer $tool $(basename "$t"): rc=$?" | tee -a "$summary"
       done
