@@ -2,7 +2,7 @@
  *
  *   build/bench/bench_cuda_gemv [reps]
  *
- * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q8_0}:
+ * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
  * as a fraction of the device-to-device copy bandwidth measured in this run (2 GB buffer, bytes read
  * + written), and cuBLASLt (bf16 weights, x rounded to bf16 by our small kernel, fp32 out; the same
@@ -12,7 +12,9 @@
  * (N x bytes >= 512 MB, so L2 (50 MB) never serves weights), replayed `reps` times after a warm-up;
  * the per-launch time is the median replay time / N. Back-to-back launches in a graph are what a
  * decode step looks like. Weights are random (cuk_weight_fill_random), never zeros.
- * Last: the projected Llama-3-8B bf16 batch-1 decode time from the per-matrix medians.
+ * Then: bf16 CUDA cores vs tensor cores by n_tok; quantized n_tok > 1, the dp4a kernel (cuk_gemv's
+ * pick) vs the float-decoding kernels it replaced; the n_tok = 1 tuning variants.
+ * Last: the projected Llama-3-8B batch-1 decode time (GEMVs only) per dtype from the per-matrix medians.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +108,7 @@ static double copy_bandwidth(cudaStream_t s, int reps)
 }
 
 /* Per-launch median ms for one config: mode 0 cuk_gemv, 1 cuk_matmul_lt, 2 + v cuk_gemv_variant v,
- * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token). */
+ * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token, 4 dp4a). */
 static const char *variant_name;
 static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok,
                           float *y, void *work, size_t ws)
@@ -181,8 +183,8 @@ int main(int argc, char **argv)
         {"down", 4096, 14336, 1}, {"output", 128256, 4096, 0},
     };
     static const int toks[] = {1, 4, 16};
-    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0};
-    double bf16_t1[5] = {0}, q4_t1[5] = {0};
+    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0};
+    double t1[4][5] = {{0}}; /* n_tok 1 ms per [dtype][shape] */
     printf("%-8s %13s %5s %-5s %9s %8s %7s | %12s %8s %8s\n", "matrix", "n_out x n_in", "n_tok", "dtype", "gemv_us",
            "TB/s", "%copy", "cublasLt_us", "TB/s", "speedup");
     for (int si = 0; si < 5; si++) {
@@ -191,13 +193,12 @@ int main(int argc, char **argv)
             const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
             const double lt_ms = time_config(s, DTYPE_BF16, no, ni, nt, 1, gemm, reps);
             const double lt_bytes = (double)cuk_weight_bytes(DTYPE_BF16, no, ni) + 4.0 * nt * (double)(ni + no);
-            for (int di = 0; di < 3; di++) {
+            for (int di = 0; di < 4; di++) {
                 const dtype t = types[di];
                 const double ms = time_config(s, t, no, ni, nt, 0, gemm, reps);
                 const double bytes = (double)cuk_weight_bytes(t, no, ni) + 4.0 * nt * (double)(ni + no);
                 const double bw = bytes / (ms * 1e-3);
-                if (nt == 1 && t == DTYPE_BF16) bf16_t1[si] = ms;
-                if (nt == 1 && t == DTYPE_Q4_0) q4_t1[si] = ms;
+                if (nt == 1) t1[di][si] = ms;
                 printf("%-8s %6lldx%-6lld %5d %-5s %9.2f %8.3f %6.1f%% | %12.2f %8.3f %7.2fx\n", shapes[si].name,
                        (long long)no, (long long)ni, nt, dtype_name(t), ms * 1e3, bw / 1e12, 100.0 * bw / copy,
                        lt_ms * 1e3, lt_bytes / (lt_ms * 1e-3) / 1e12, lt_ms / ms);
@@ -223,20 +224,21 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     /* tuning variants of the n_tok = 1 kernel (variant 0 is the one cuk_gemv runs) */
-    /* quantized, n_tok > 1: the multi-token CUDA-core kernel vs one n_tok = 1 pass per token */
-    printf("\nquantized n_tok > 1, TB/s effective: multi-token kernel / one pass per token\n%-14s", "dtype n_tok");
+    /* quantized, n_tok > 1: the dp4a kernel (path 4, cuk_gemv's pick) vs the float-decoding kernel that
+     * was picked before it (q4: one n_tok = 1 pass per token, path 3; q8_0: one multi-token pass, path 1) */
+    printf("\nquantized n_tok > 1, TB/s effective: dp4a (int8 x) / float decoding (previous pick)\n%-14s", "dtype n_tok");
     for (int si = 0; si < 5; si++) printf(" %17s", shapes[si].name);
     printf("\n");
     static const int qtoks[] = {2, 4, 8, 16};
-    for (int q = 0; q < 2; q++) {
-        const dtype t = q ? DTYPE_Q8_0 : DTYPE_Q4_0;
+    for (int q = 0; q < 3; q++) {
+        const dtype t = q == 0 ? DTYPE_Q4_0 : q == 1 ? DTYPE_Q4_1 : DTYPE_Q8_0;
         for (int ti = 0; ti < 4; ti++) {
             printf("%-5s %-8d", dtype_name(t), qtoks[ti]);
             for (int si = 0; si < 5; si++) {
                 const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
                 const double bytes = (double)cuk_weight_bytes(t, no, ni) + 4.0 * qtoks[ti] * (double)(ni + no);
-                const double a = time_config(s, t, no, ni, qtoks[ti], -1, gemm, reps);
-                const double b = time_config(s, t, no, ni, qtoks[ti], -3, gemm, reps);
+                const double a = time_config(s, t, no, ni, qtoks[ti], -4, gemm, reps);
+                const double b = time_config(s, t, no, ni, qtoks[ti], t == DTYPE_Q8_0 ? -1 : -3, gemm, reps);
                 printf("    %6.3f / %6.3f", bytes / (a * 1e-3) / 1e12, bytes / (b * 1e-3) / 1e12);
             }
             printf("\n");
@@ -260,9 +262,9 @@ int main(int argc, char **argv)
         }
     }
     /* Llama-3-8B: 32 layers x (wq, wk, wv, wo, gate, up, down) + output, GEMVs only */
-    for (int q = 0; q < 2; q++) {
-        const double *tt = q ? q4_t1 : bf16_t1;
-        const dtype t = q ? DTYPE_Q4_0 : DTYPE_BF16;
+    for (int di = 0; di < 4; di++) {
+        const double *tt = t1[di];
+        const dtype t = types[di];
         double ms = tt[4], bytes = (double)cuk_weight_bytes(t, 128256, 4096);
         for (int si = 0; si < 4; si++) {
             ms += 32.0 * shapes[si].per_layer * tt[si];
@@ -277,6 +279,7 @@ int main(int argc, char **argv)
         printf("llama3-8b %s fused qkv (%.2f us) + gate_up (%.2f us): %.3f ms/token (%.1f tok/s) -> %.3f TB/s = %.1f%% of copy\n",
                dtype_name(t), qkv * 1e3, gu * 1e3, fms, 1e3 / fms, bytes / (fms * 1e-3) / 1e12,
                100.0 * bytes / (fms * 1e-3) / copy);
+        fflush(stdout);
     }
     cuk_gemm_free(gemm);
     cudaStreamDestroy(s);

@@ -7,11 +7,17 @@
  * decoding are all checked by one comparison.
  *
  * Tolerances (||y - ref|| / ||ref||):
- *  - GEMV, f32 weights: 1e-5. Other dtypes: 1e-4 (bf16 also through the tensor-core kernel, which
- *    splits x into bf16 hi + lo: ~2^-17 per product). The products are exact dequantized values times
- *    f32 x accumulated in fp32 (the kernel applies per-block scales to fp32 partial sums), so the
- *    error is fp32 summation error (~1e-7 here); 1e-4 leaves room while still catching a wrong
- *    nibble, scale or row (each of those gives >= 1e-2).
+ *  - GEMV, f32 weights: 1e-5. Other dtypes on the float-decoding kernels: 1e-4 (bf16 also through
+ *    the tensor-core kernel, which splits x into bf16 hi + lo: ~2^-17 per product). The products are
+ *    exact dequantized values times f32 x accumulated in fp32 (the kernel applies per-block scales to
+ *    fp32 partial sums), so the error is fp32 summation error (~1e-7 here); 1e-4 leaves room while
+ *    still catching a wrong nibble, scale or row (each of those gives >= 1e-2).
+ *  - Quantized weights on the dp4a kernel (cuk_gemv's pick; k_gemv_dp4a.cu) round x to int8 per
+ *    32-block first (as the CPU backend and llama.cpp do), ~3e-3 relative on these inputs: checked
+ *    twice, against the exact reference with 1e-2 (the rounding's size), and against a reference that
+ *    rounds x the same way on the host (reference_q8x: d = amax / 127, q = rint(x * (127 / amax)) in
+ *    float; q4_1's m term uses the exact x sum, as the kernel does) with 1e-4, which catches a wrong
+ *    nibble, scale, token or row as sharply as the float kernels' check.
  *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
  *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
  *    dequantized to bf16: ~2^-9 relative per product).
@@ -48,7 +54,9 @@ static int is_quant(dtype t) { return t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t ==
  * device copy in the cuk layout. */
 typedef struct test_weight {
     cuk_weight w;
-    float *wd; /* (n_out, n_in) exact values the device must use */
+    float *wd;           /* (n_out, n_in) exact values the device must use */
+    unsigned char *gguf; /* the GGUF rows (q4_1's m per block for reference_q8x) */
+    size_t rb;           /* bytes per GGUF row */
 } test_weight;
 
 static void weight_make(test_weight *tw, dtype t, int64_t n_out, int64_t n_in, uint64_t *rng)
@@ -74,7 +82,8 @@ static void weight_make(test_weight *tw, dtype t, int64_t n_out, int64_t n_in, u
     assert_int_equal(cuk_weight_pack(t, gguf, n_out, n_in, packed, &err), AI_OK);
     tw->w = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in, .data = cuda_test_dup(packed, nbytes)};
     free(packed);
-    free(gguf);
+    tw->gguf = gguf;
+    tw->rb = rb;
     free(row);
 }
 
@@ -82,6 +91,7 @@ static void weight_free(test_weight *tw)
 {
     cudaFree(tw->w.data);
     free(tw->wd);
+    free(tw->gguf);
 }
 
 static void reference(const test_weight *tw, const float *x, int64_t n_tok, double *ref)
@@ -96,8 +106,53 @@ static void reference(const test_weight *tw, const float *x, int64_t n_tok, doub
         }
 }
 
-/* Runs y = x W^T through cuk_gemv_path(path) (gemm == NULL) or cuk_matmul; the relative error. */
-static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, int path, uint64_t *rng)
+/* The dp4a kernel's function: x rounded to int8 per 32-block (same float ops as k_gemv_dp4a.cu),
+ * products with the exact weights in double; q4_1: (w - m) . x_q + m . sum(x). */
+static void reference_q8x(const test_weight *tw, const float *x, int64_t n_tok, double *ref)
+{
+    const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in, nblk = n_in / 32;
+    double *xq = malloc((size_t)n_in * sizeof(double)), *xsum = malloc((size_t)nblk * sizeof(double));
+    assert_non_null(xq);
+    assert_non_null(xsum);
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *xr = x + (size_t)t * n_in;
+        for (int64_t b = 0; b < nblk; b++) {
+            float amax = 0.0f;
+            double sum = 0;
+            for (int j = 0; j < 32; j++) {
+                amax = fmaxf(amax, fabsf(xr[b * 32 + j]));
+                sum += xr[b * 32 + j];
+            }
+            const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            for (int j = 0; j < 32; j++) {
+                const float p = xr[b * 32 + j] * id;
+                xq[b * 32 + j] = (double)d * (double)rintf(p);
+            }
+            xsum[b] = sum;
+        }
+        for (int64_t o = 0; o < n_out; o++) {
+            const float *wr = tw->wd + (size_t)o * n_in;
+            double s = 0;
+            for (int64_t b = 0; b < nblk; b++) {
+                double m = 0;
+                if (tw->w.type == DTYPE_Q4_1) {
+                    const dtype_block_q4_1 *blk = (const dtype_block_q4_1 *)(tw->gguf + (size_t)o * tw->rb) + b;
+                    m = dtype_f16_to_f32(blk->m);
+                }
+                for (int j = 0; j < 32; j++) s += ((double)wr[b * 32 + j] - m) * xq[b * 32 + j];
+                s += m * xsum[b];
+            }
+            ref[(size_t)t * n_out + o] = s;
+        }
+    }
+    free(xsum);
+    free(xq);
+}
+
+/* Runs y = x W^T through cuk_gemv_path(path) (gemm == NULL) or cuk_matmul; the relative error.
+ * e_q8x != NULL: also the relative error against reference_q8x. */
+static double run_case2(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, int path, uint64_t *rng,
+                        double *e_q8x)
 {
     const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in;
     const size_t nx = (size_t)n_tok * (size_t)n_in, ny = (size_t)n_tok * (size_t)n_out;
@@ -128,12 +183,21 @@ static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, int
     }
     cuda_test_get(y, dy, ny * sizeof(float));
     double e = cuda_test_rel_err(y, ref, ny);
+    if (e_q8x) {
+        reference_q8x(tw, x, n_tok, ref);
+        *e_q8x = cuda_test_rel_err(y, ref, ny);
+    }
     cudaFree(dx);
     cudaFree(dy);
     free(ref);
     free(y);
     free(x);
     return e;
+}
+
+static double run_case(const test_weight *tw, int64_t n_tok, cuk_gemm *gemm, int path, uint64_t *rng)
+{
+    return run_case2(tw, n_tok, gemm, path, rng, NULL);
 }
 
 // --- host-only -----------------------------------------------------------------------------
@@ -172,6 +236,22 @@ static void test_pack_layout(void **state)
 
 // --- GEMV -----------------------------------------------------------------------------------
 
+/* Checks one cuk_gemv_path call: dp4a-path results against both references (see the header). */
+static void check_case(const test_weight *tw, int64_t n_tok, int path, uint64_t *rng)
+{
+    const dtype t = tw->w.type;
+    const int dq = is_quant(t) && (path == 4 || (path == 0 && cuk_gemv_dp4a_max_tok(tw->w.n_in) > 0));
+    double eq = 0;
+    const double e = run_case2(tw, n_tok, NULL, path, rng, dq ? &eq : NULL);
+    const double tol = t == DTYPE_F32 ? 1e-5 : dq ? 1e-2 : 1e-4;
+    if (!(e <= tol))
+        fail_msg("gemv %s %lldx%lld n_tok %lld path %d: rel err %.3g > %.1g", dtype_name(t), (long long)tw->w.n_out,
+                 (long long)tw->w.n_in, (long long)n_tok, path, e, tol);
+    if (dq && !(eq <= 1e-4))
+        fail_msg("gemv %s %lldx%lld n_tok %lld path %d: rel err %.3g > 1e-4 against the int8-x reference",
+                 dtype_name(t), (long long)tw->w.n_out, (long long)tw->w.n_in, (long long)n_tok, path, eq);
+}
+
 static void test_gemv_all(void **state)
 {
     (void)state;
@@ -179,9 +259,11 @@ static void test_gemv_all(void **state)
     uint64_t rng = test_seed();
     /* n_in a multiple of 32 (all dtypes); the last two only for float types (n_in % 8 != 0 takes the
      * unaligned path for f16/bf16, n_in odd for f32 too) */
-    /* 2100 and 8200 rows: the tensor-core kernel's 16- and 32-row blocks (fewer rows use 8) */
+    /* 2100 and 8200 rows: the tensor-core kernel's 16- and 32-row blocks (fewer rows use 8); for the
+     * dp4a kernel 1000 rows take 1 row per warp, 4099 two, 8200 four, 40000 x 32 makes the persistent
+     * CTAs loop over row groups, and 14336 columns fit only 4 tokens per pass (n_tok 7, 16: 2, 4 passes) */
     static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {130, 1056}, {3, 32}, {2100, 96}, {8200, 64},
-                                        {33, 99}, {17, 100}};
+                                        {4099, 64}, {40000, 32}, {70, 14336}, {33, 99}, {17, 100}};
     static const int64_t toks[] = {1, 2, 3, 7, 16};
     for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
         const dtype t = all_types[d];
@@ -189,19 +271,40 @@ static void test_gemv_all(void **state)
             if (is_quant(t) && shapes[si][1] % 32) continue;
             test_weight tw;
             weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
-            /* path 0: cuk_gemv's pick; 1: the multi-token CUDA-core kernel forced (q4 picks one pass per
-             * token at n_tok >= 2); 2 (bf16 with n_in % 32 == 0): the tensor-core kernel forced */
-            const int npath = t == DTYPE_BF16 && shapes[si][1] % 32 == 0 ? 3 : 2;
+            /* path 0: cuk_gemv's pick; 1: the multi-token float-decoding CUDA-core kernel forced; 2 (bf16
+             * with n_in % 32 == 0): the tensor-core kernel forced; 4 (quantized): dp4a forced */
+            int paths[3] = {0, 1, -1};
+            if (t == DTYPE_BF16 && shapes[si][1] % 32 == 0) paths[2] = 2;
+            if (is_quant(t)) paths[2] = 4;
             for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
-                for (int path = 0; path < npath; path++) {
-                    const double e = run_case(&tw, toks[k], NULL, path, &rng);
-                    const double tol = t == DTYPE_F32 ? 1e-5 : 1e-4;
-                    if (!(e <= tol))
-                        fail_msg("gemv %s %lldx%lld n_tok %lld path %d: rel err %.3g > %.1g", dtype_name(t),
-                                 (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], path, e, tol);
-                }
+                for (int pi = 0; pi < 3; pi++)
+                    if (paths[pi] >= 0) check_case(&tw, toks[k], paths[pi], &rng);
             weight_free(&tw);
         }
+    }
+}
+
+/* x too long for shared memory: cuk_gemv falls back to the float-decoding kernel (dp4a refuses). */
+static void test_gemv_dp4a_fallback(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x3333;
+    const int64_t n_in = 200032;
+    assert_int_equal(cuk_gemv_dp4a_max_tok(n_in), 0);
+    assert_int_equal(cuk_gemv_dp4a_max_tok(4096), 16);
+    assert_int_equal(cuk_gemv_dp4a_max_tok(14336), 4);
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+    for (size_t d = 0; d < 3; d++) {
+        test_weight tw;
+        weight_make(&tw, types[d], 3, n_in, &rng);
+        check_case(&tw, 1, 0, &rng);
+        check_case(&tw, 2, 0, &rng);
+        ai_err err;
+        float *buf = cuda_test_dup(NULL, (size_t)n_in * sizeof(float));
+        assert_int_equal(cuk_gemv_path(NULL, &tw.w, buf, 1, buf, 4, &err), AI_ERR_UNSUPPORTED);
+        cudaFree(buf);
+        weight_free(&tw);
     }
 }
 
@@ -211,9 +314,9 @@ static void test_gemv_variants(void **state)
     (void)state;
     CUDA_TEST_REQUIRE();
     uint64_t rng = test_seed() ^ 0x7777;
-    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0};
+    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0, DTYPE_Q4_1};
     ai_err err = {0};
-    for (size_t d = 0; d < 3; d++) {
+    for (size_t d = 0; d < 4; d++) {
         test_weight tw;
         weight_make(&tw, types[d], 301, 4128, &rng);
         const int64_t n_out = tw.w.n_out, n_in = tw.w.n_in;
@@ -223,9 +326,12 @@ static void test_gemv_variants(void **state)
         assert_non_null(y);
         assert_non_null(ref);
         cuda_test_fill(x, (size_t)n_in, &rng, 1.0f);
-        reference(&tw, x, 1, ref);
         float *dx = cuda_test_dup(x, (size_t)n_in * sizeof(float));
         for (int v = 0; v < CUK_GEMV_VARIANTS; v++) {
+            /* quantized variants 0-6 are dp4a (int8 x): compared with the int8-x reference */
+            const int dq = is_quant(types[d]) && v < 7;
+            if (dq) reference_q8x(&tw, x, 1, ref);
+            else reference(&tw, x, 1, ref);
             float *dy = cuda_test_dup(NULL, (size_t)n_out * sizeof(float));
             const char *name = NULL;
             if (cuk_gemv_variant(NULL, &tw.w, dx, dy, v, &name, &err) != AI_OK) fail_msg("variant: %s", err.msg);
@@ -255,6 +361,12 @@ static void test_gemv_errors(void **state)
     w.n_in = 48;
     assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_INVALID);
     assert_int_equal(cuk_gemv_path(NULL, &w, buf, 1, buf, 2, &err), AI_ERR_INVALID); /* no mma for q4_0 */
+    w.n_in = 64;
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 2, buf, 1, 4, &err), AI_ERR_INVALID); /* pairs: n_tok 1 only */
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 1, buf, 3, 4, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf + 1, 1, buf, 0, 0, &err), AI_ERR_INVALID); /* x unaligned */
+    w.type = DTYPE_BF16;
+    assert_int_equal(cuk_gemv_path(NULL, &w, buf, 1, buf, 4, &err), AI_ERR_INVALID); /* no dp4a for bf16 */
     w.type = DTYPE_Q4_K;
     w.n_in = 256;
     assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_UNSUPPORTED);
@@ -291,7 +403,7 @@ static void test_matmul_gemm(void **state)
             /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed) */
             assert_int_equal(cuk_matmul_work_size(&tw.w, 16), 0u);
             const double e = run_case(&tw, 5, g, 0, &rng);
-            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : 1e-4));
+            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : is_quant(t) ? 1e-2 : 1e-4)); /* quantized: dp4a, int8 x */
             weight_free(&tw);
         }
     }
@@ -395,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_fill_random),
         cmocka_unit_test(test_gemv_all),
         cmocka_unit_test(test_gemv_variants),
+        cmocka_unit_test(test_gemv_dp4a_fallback),
         cmocka_unit_test(test_matmul_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

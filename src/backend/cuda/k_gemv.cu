@@ -42,6 +42,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
 
 namespace {
@@ -207,6 +208,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
                                                    const float *__restrict__ x, float *__restrict__ y, int n_out,
                                                    int n_in, int n_tok)
 {
+    cuk_pdl_wait();
     constexpr int E = Traits<K>::E;
     constexpr bool quant = K >= W_Q8_0;
     const int nc = n_in / E;                              /* chunks per row */
@@ -283,6 +285,7 @@ template <int K>
 __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ w, const float *__restrict__ x,
                                                        float *__restrict__ y, int n_out, int n_in)
 {
+    cuk_pdl_wait();
     const int row = blockIdx.x, t = blockIdx.y;
     const float *xr = x + (size_t)t * n_in;
     float s = 0.0f;
@@ -321,8 +324,8 @@ void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, floa
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
     const unsigned blocks = (unsigned)((w->n_out + R - 1) / R);
-    k_gemv<K, T, R, U, L><<<blocks, kThreads, 0, (cudaStream_t)s>>>(base, sc, x, y, (int)w->n_out, (int)w->n_in,
-                                                                    n_tok);
+    cuk_launch(k_gemv<K, T, R, U, L>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y, (int)w->n_out,
+               (int)w->n_in, n_tok);
 }
 
 template <int K, int T>
@@ -344,8 +347,8 @@ void launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, floa
 template <int K>
 void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
 {
-    k_gemv_any<K><<<dim3((unsigned)w->n_out, (unsigned)n_tok), kThreads, 0, (cudaStream_t)s>>>(
-        w->data, x, y, (int)w->n_out, (int)w->n_in);
+    cuk_launch(k_gemv_any<K>, dim3((unsigned)w->n_out, (unsigned)n_tok), dim3(kThreads), 0, (cudaStream_t)s, w->data, x,
+               y, (int)w->n_out, (int)w->n_in);
 }
 
 } // namespace
@@ -356,10 +359,13 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
 {
     static const char *const bf16_names[] = {"R1U4",     "R2U4",     "R1U8", "R1U4 nalc",
                                              "R1U2",     "R2U2",     "R1U4 ldg", "R4U2"};
-    static const char *const q4_names[] = {"R8U1", "R4U1", "R4U2", "R8U1 nalc", "R6U1", "R8U1 ldg", "R2U2", "R2U1"};
-    static const char *const q8_names[] = {"R8U1", "R4U1", "R4U2", "R2U4", "R1U4", "R2U2", "R8U1 nalc", "R1U8"};
+    /* quantized: 0 = cuk_gemv's pick (dp4a, automatic R/U), 1-6 = dp4a (k_gemv_dp4a.cu) with R rows per
+     * warp and U loads per lane forced, 7 = the float-decoding kernel that was the default before */
+    static const char *const q_names[] = {"dq auto", "dq R1U4", "dq R1U8", "dq R2U4", "dq R2U8", "dq R4U2", "dq R4U4",
+                                          "f R8U1"};
+    static const int q_ru[][2] = {{0, 0}, {1, 4}, {1, 8}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
     if (!w || !w->data || v < 0 || v >= CUK_GEMV_VARIANTS || w->n_in % 32 ||
-        (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q8_0))
+        (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1 && w->type != DTYPE_Q8_0))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_variant: bad arguments");
     if (w->type == DTYPE_BF16) {
         *name = bf16_names[v];
@@ -373,30 +379,12 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
         case 6: launch_v<W_BF16, 1, 1, 4, 2>(s, w, x, 1, y); break;
         default: launch_v<W_BF16, 1, 4, 2, 0>(s, w, x, 1, y); break;
         }
-    } else if (w->type == DTYPE_Q4_0) {
-        *name = q4_names[v];
-        switch (v) {
-        case 0: launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
-        case 1: launch_v<W_Q4_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
-        case 2: launch_v<W_Q4_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
-        case 3: launch_v<W_Q4_0, 1, 8, 1, 1>(s, w, x, 1, y); break;
-        case 4: launch_v<W_Q4_0, 1, 6, 1, 0>(s, w, x, 1, y); break;
-        case 5: launch_v<W_Q4_0, 1, 8, 1, 2>(s, w, x, 1, y); break;
-        case 6: launch_v<W_Q4_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
-        default: launch_v<W_Q4_0, 1, 2, 1, 0>(s, w, x, 1, y); break;
-        }
     } else {
-        *name = q8_names[v];
-        switch (v) {
-        case 0: launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y); break;
-        case 1: launch_v<W_Q8_0, 1, 4, 1, 0>(s, w, x, 1, y); break;
-        case 2: launch_v<W_Q8_0, 1, 4, 2, 0>(s, w, x, 1, y); break;
-        case 3: launch_v<W_Q8_0, 1, 2, 4, 0>(s, w, x, 1, y); break;
-        case 4: launch_v<W_Q8_0, 1, 1, 4, 0>(s, w, x, 1, y); break;
-        case 5: launch_v<W_Q8_0, 1, 2, 2, 0>(s, w, x, 1, y); break;
-        case 6: launch_v<W_Q8_0, 1, 8, 1, 1>(s, w, x, 1, y); break;
-        default: launch_v<W_Q8_0, 1, 1, 8, 0>(s, w, x, 1, y); break;
-        }
+        *name = q_names[v];
+        if (v < 7) return cuk_gemv_dp4a(s, w, x, 1, y, q_ru[v][0], q_ru[v][1], err);
+        if (w->type == DTYPE_Q8_0) launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y);
+        else if (w->type == DTYPE_Q4_0) launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y);
+        else launch_v<W_Q4_1, 1, 8, 1, 0>(s, w, x, 1, y);
     }
     CUK_LAUNCHED(err, "cuk_gemv_variant");
     return AI_OK;
@@ -422,6 +410,10 @@ extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const floa
     const bool vec = w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
     const bool mma_ok = w->type == DTYPE_BF16 && vec && w->n_in % 32 == 0;
     if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
+    if (path == 4 && !quant) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no dp4a path for %s", dtype_name(w->type));
+    /* quantized: int8 x + dp4a whenever x fits in shared memory (k_gemv_dp4a.cu) */
+    if (path == 4 || (path == 0 && quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0))
+        return cuk_gemv_dp4a(s, w, x, n_tok, y, 0, 0, err);
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
         return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);
     const bool q4 = w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;

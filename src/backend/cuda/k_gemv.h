@@ -17,18 +17,28 @@ ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, fl
 /* The tensor-core bf16 GEMV (k_gemv_mma.cu): n_in % 32 == 0, 16-byte aligned weights and x. */
 ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
 
-/* cuk_gemv with the kernel family forced: path 0 = as cuk_gemv picks, 1 = CUDA cores (one pass
- * for all tokens), 2 = tensor cores (bf16 with n_in % 32 == 0 only; AI_ERR_INVALID otherwise),
- * 3 = one CUDA-core n_tok = 1 pass per token. For tests and benchmarks. */
+/* cuk_gemv with the kernel family forced: path 0 = as cuk_gemv picks, 1 = CUDA cores with float
+ * decoding (one pass for all tokens), 2 = tensor cores (bf16 with n_in % 32 == 0 only; AI_ERR_INVALID
+ * otherwise), 3 = one float-decoding n_tok = 1 pass per token, 4 = int8 x and dp4a (q8_0/q4_0/q4_1
+ * only; AI_ERR_INVALID otherwise). For tests and benchmarks. */
 ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int path,
                         ai_err *err);
 
 /* Smallest n_tok for which cuk_gemv sends bf16 weights to the tensor cores (bench 2026-12-02:
  * CUDA cores ahead at n_tok <= 4 on the Llama-3-8B shapes overall, tensor cores 1.4-2.3x ahead at 8). */
 #define CUK_GEMV_MMA_MIN_TOK 5
-/* Smallest n_tok for which q4_0/q4_1 run one n_tok = 1 pass per token instead of the multi-token
- * CUDA-core kernel, whose f32 x traffic per 4.5-bit weight made it 6x slower than that at n_tok 4
- * (bench 2026-12-02). A tensor-core kernel for quantized weights is the real fix. */
+/* Quantized weights with x rounded to int8 per 32-block in shared memory and dp4a products
+ * (k_gemv_dp4a.cu; cuk_gemv's pick for q8_0/q4_0/q4_1 when x fits). rows (R, rows per warp) and
+ * unroll (U, loads in flight per lane and row) 0 = automatic; the n_tok = 1 tuning pairs (1, 4),
+ * (1, 8), (2, 4), (2, 8), (4, 2), (4, 4) may be forced. x and data 16-byte aligned, n_in % 32 == 0. */
+ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int rows,
+                        int unroll, ai_err *err);
+/* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
+ * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
+int cuk_gemv_dp4a_max_tok(int64_t n_in);
+/* Where the dp4a kernel cannot run (x too long for shared memory): smallest n_tok for which q4_0/q4_1
+ * run one float-decoding n_tok = 1 pass per token instead of the multi-token float kernel, whose f32
+ * x traffic per 4.5-bit weight made it 6x slower than that at n_tok 4 (bench 2026-12-02). */
 #define CUK_GEMV_Q4_LOOP_MIN_TOK 2
 
 #ifdef __cplusplus

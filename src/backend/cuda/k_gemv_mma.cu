@@ -20,6 +20,8 @@
  *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
  *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
  *
+ * Every kernel waits with cuk_pdl_wait() before touching memory and is launched by cuk_launch (PDL).
+ *
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
  * written), x rows [0, n_tok); writes exactly y[0..n_tok)[0..n_out). Deterministic (no atomics).
  */
@@ -28,6 +30,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
 
 namespace {
@@ -115,6 +118,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
                                                           const float *__restrict__ x, float *__restrict__ y,
                                                           int n_out, int n_in, int n_tok)
 {
+    cuk_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int row0 = blockIdx.x * 8 * RG;
     const int ntile = n_in / 32;
@@ -173,8 +177,12 @@ void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok,
 {
     const unsigned blocks = (unsigned)((w->n_out + 8 * RG - 1) / (8 * RG));
     const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
-    if (n_tok > 8) k_gemv_mma<RG, U, true><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
-    else k_gemv_mma<RG, U, false><<<blocks, kWarps * 32, 0, cs>>>(wd, x, y, (int)w->n_out, (int)w->n_in, n_tok);
+    if (n_tok > 8)
+        cuk_launch(k_gemv_mma<RG, U, true>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
+                   (int)w->n_in, n_tok);
+    else
+        cuk_launch(k_gemv_mma<RG, U, false>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
+                   (int)w->n_in, n_tok);
 }
 
 } // namespace

@@ -1,0 +1,331 @@
+/* k_gemv_dp4a.cu - decode GEMV for q8_0 / q4_0 / q4_1 weights with int8 activations and dp4a.
+ *
+ * Why: the float-decoding kernel (k_gemv.cu) spends ~4 instructions per 4-bit weight (mask, byte
+ * permute, float subtract, FMA, plus the x loads): at the ~0.9 q4 blocks per SM per clock that HBM
+ * delivers on the H200 that is over the SM's issue rate, so q4_0 streamed at only ~48% of copy
+ * (bench 2026-12-02). Here a q4 block costs 8 masks/shifts + 8 dp4a + 2 shared loads + ~3 float
+ * ops per token (~0.6 instruction per weight), as llama.cpp's mmvq does.
+ *
+ * Design:
+ *  - Prologue (every CTA): x rows [0, n_tok) are rounded to int8 per 32-element block into shared
+ *    memory: d = amax / 127, q = rn(x / d) (computed as rn(x * (127 / amax)), the same float ops as
+ *    the test's emulated reference), plus one float2 per (token, block): {d, s} with
+ *    s = -8 d sum(q) for q4_0 (the -8 offset of the nibbles folded in), s = sum(x) (float, exact x)
+ *    for q4_1 (the m term), unused for q8_0. The CPU backend rounds activations the same way
+ *    (llama.cpp does too); the added error is ~|x|/254 per element, ~3e-3 relative on a dot product.
+ *  - Shared layout per token: q4: the int8 x of block b's elements 0..15 at [b * 16] and 16..31 at
+ *    [n_in / 2 + b * 16], so lanes reading consecutive blocks read consecutive 16-byte words (no
+ *    bank conflicts); q8: x as is (a q8 chunk is half a block, 16 values).
+ *  - A warp owns R consecutive rows and walks them: lane c takes 16-byte chunks c, c + 32, ...
+ *    (512 contiguous bytes per warp load, evict-first), U x R loads in flight per lane. Nibbles
+ *    (byte j = element j low, j + 16 high) are masked into bytes, dp4a with the int8 x gives int32
+ *    per block and token, scaled in float: q4_0 acc += d_w (d_x dot + s); q4_1 acc += d_w d_x dot +
+ *    m_w s; q8_0 acc += d_w d_x dot. Warp shuffles reduce; one lane per (row, token) writes y.
+ *  - Grid: persistent, min(row groups / 8 warps, CTAs resident per SM x SMs): the x prologue is paid
+ *    once per CTA, not once per row group (the output matrix has 32k row groups). Device properties
+ *    only (graph-capturable: invariant 2).
+ *  - Tokens: one launch handles T tokens (T = 1, 2, 4, 8, 16 templated; a call with n_tok between
+ *    reads x row min(t, n_tok - 1) and writes only t < n_tok) and reads W once for all of them.
+ *    Shared memory is T n_in 1.25 bytes; T is capped so that it stays <= 100 KB (two CTAs per SM):
+ *    n_in 4096 takes 16 tokens per pass, 14336 four (n_tok 8 on the down projection: two passes).
+ *  - Rows per warp R by n_out (enough warps to fill the chip: >= 2048 at R = 2 for 4096 rows),
+ *    at most 2 from T = 8 (registers).
+ *
+ * Invariants:
+ *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
+ *     never written), x rows [0, n_tok), writes exactly y[0..n_tok)[0..n_out). No atomics.
+ *  2. The launch shape depends only on (dtype, n_out, n_in, n_tok) and the device.
+ *  3. Every kernel calls cuk_pdl_wait() before touching memory and is launched by cuk_launch.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/k_gemv.h"
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr size_t kSmemCap = (size_t)100 << 10;     /* per CTA for T > 1: two CTAs per SM */
+constexpr size_t kSmemMax = (size_t)220 << 10;     /* T = 1 may use up to this (one CTA per SM) */
+
+enum QKind { Q8_0, Q4_0, Q4_1 };
+
+__host__ __device__ constexpr size_t xs_bytes(int T, int n_in) { return ((size_t)T * (size_t)(n_in / 32) * 8 + 15) & ~(size_t)15; }
+__host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return xs_bytes(T, n_in) + (size_t)T * (size_t)n_in; }
+
+__device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
+{
+    return (uint32_t)(a & 0xFF) | (uint32_t)(b & 0xFF) << 8 | (uint32_t)(c & 0xFF) << 16 | (uint32_t)d << 24;
+}
+
+/* x rows -> int8 blocks + {d, s} in shared memory (see the header). 4 threads per 32-block. */
+template <int K, int T>
+__device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, float2 *xs,
+                                           unsigned char *xq)
+{
+    const int nblk = n_in / 32, per_tok = n_in / 8, total = T * per_tok;
+    for (int i0 = 0; i0 < total; i0 += kThreads) { /* every lane runs every iteration (shuffles) */
+        const int i = i0 + (int)threadIdx.x;
+        const bool ok = i < total; /* the same for the 4 lanes of a block: total % 4 == 0 */
+        int t = 0, e = 0;
+        float4 a = make_float4(0, 0, 0, 0), b = a;
+        if (ok) {
+            t = i / per_tok;
+            e = (i - t * per_tok) * 8;
+            const float *src = x + (size_t)min(t, n_tok - 1) * n_in + e;
+            a = __ldg(reinterpret_cast<const float4 *>(src));
+            b = __ldg(reinterpret_cast<const float4 *>(src + 4));
+        }
+        float amax = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                           fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const int q0 = __float2int_rn(a.x * id), q1 = __float2int_rn(a.y * id), q2 = __float2int_rn(a.z * id),
+                  q3 = __float2int_rn(a.w * id), q4 = __float2int_rn(b.x * id), q5 = __float2int_rn(b.y * id),
+                  q6 = __float2int_rn(b.z * id), q7 = __float2int_rn(b.w * id);
+        int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
+        float sx = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
+        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
+        sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
+        sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
+        if (ok) {
+            const int blk = e >> 5, off = e & 31;
+            const size_t pos = (size_t)t * n_in + (K == Q8_0 ? (size_t)e : (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15));
+            *reinterpret_cast<uint2 *>(xq + pos) = make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
+            if (off == 0)
+                xs[t * nblk + blk] = make_float2(d, K == Q4_0 ? -8.0f * d * (float)sq : K == Q4_1 ? sx : 0.0f);
+        }
+    }
+}
+
+/* One 16-byte chunk c of R rows, all T tokens. */
+template <int K, int T, int R>
+__device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float2 *xs,
+                                          const unsigned char *xq, int c, int nblk, int n_in, float (&acc)[R][T])
+{
+    if constexpr (K == Q8_0) {
+        float dw[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) dw[r] = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const uint4 xv = *reinterpret_cast<const uint4 *>(xq + (size_t)t * n_in + c * 16);
+            const float dx = xs[t * nblk + (c >> 1)].x;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int s = __dp4a((int)q[r].x, (int)xv.x, 0);
+                s = __dp4a((int)q[r].y, (int)xv.y, s);
+                s = __dp4a((int)q[r].z, (int)xv.z, s);
+                s = __dp4a((int)q[r].w, (int)xv.w, s);
+                acc[r][t] = fmaf(dw[r] * dx, (float)s, acc[r][t]);
+            }
+        }
+    } else {
+        uint32_t lo[R][4], hi[R][4];
+        float dw[R], mw[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t v[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                lo[r][k] = v[k] & 0x0F0F0F0Fu;
+                hi[r][k] = (v[k] >> 4) & 0x0F0F0F0Fu;
+            }
+            dw[r] = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
+            mw[r] = K == Q4_1 ? __half2float(__ushort_as_half((unsigned short)(sc[r] >> 16))) : 0.0f;
+        }
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const unsigned char *xt = xq + (size_t)t * n_in + c * 16;
+            const uint4 xl = *reinterpret_cast<const uint4 *>(xt);
+            const uint4 xh = *reinterpret_cast<const uint4 *>(xt + n_in / 2);
+            const float2 s2 = xs[t * nblk + c];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int s = __dp4a((int)lo[r][0], (int)xl.x, 0);
+                s = __dp4a((int)lo[r][1], (int)xl.y, s);
+                s = __dp4a((int)lo[r][2], (int)xl.z, s);
+                s = __dp4a((int)lo[r][3], (int)xl.w, s);
+                s = __dp4a((int)hi[r][0], (int)xh.x, s);
+                s = __dp4a((int)hi[r][1], (int)xh.y, s);
+                s = __dp4a((int)hi[r][2], (int)xh.z, s);
+                s = __dp4a((int)hi[r][3], (int)xh.w, s);
+                if constexpr (K == Q4_0) acc[r][t] = fmaf(dw[r], fmaf(s2.x, (float)s, s2.y), acc[r][t]);
+                else acc[r][t] = fmaf(dw[r] * s2.x, (float)s, fmaf(mw[r], s2.y, acc[r][t]));
+            }
+        }
+    }
+}
+
+template <int K, int T, int R, int U>
+__global__ void __launch_bounds__(kThreads, 2) k_gemv_dp4a(const unsigned char *__restrict__ w,
+                                                          const unsigned char *__restrict__ scales,
+                                                          const float *__restrict__ x, float *__restrict__ y,
+                                                          int n_out, int n_in, int n_tok)
+{
+    cuk_pdl_wait();
+    extern __shared__ __align__(16) unsigned char smem[];
+    float2 *xs = reinterpret_cast<float2 *>(smem);
+    unsigned char *xq = smem + xs_bytes(T, n_in);
+    quantize_x<K, T>(x, n_tok, n_in, xs, xq);
+    __syncthreads();
+
+    const int nblk = n_in / 32;
+    const int nc = K == Q8_0 ? n_in / 16 : nblk; /* 16-byte chunks per row */
+    const size_t row_bytes = (size_t)nc * 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nrg = (n_out + R - 1) / R;
+    for (int rg = blockIdx.x * kWarps + warp; rg < nrg; rg += gridDim.x * kWarps) {
+        const int row0 = rg * R;
+        const uint4 *wr[R];
+        int srow[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            srow[r] = min(row0 + r, n_out - 1);
+            wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
+        }
+        float acc[R][T] = {};
+        for (int c0 = lane; c0 < nc; c0 += 32 * U) {
+            uint4 q[U][R];
+            uint32_t sc[U][R];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int c = c0 + u * 32;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    if (c < nc) {
+                        q[u][r] = __ldcs(wr[r] + c);
+                        if constexpr (K == Q4_1)
+                            sc[u][r] = __ldg(reinterpret_cast<const unsigned int *>(scales) + (size_t)srow[r] * nblk + c);
+                        else
+                            sc[u][r] = __ldg(reinterpret_cast<const unsigned short *>(scales) + (size_t)srow[r] * nblk +
+                                             (K == Q8_0 ? c >> 1 : c));
+                    } else {
+                        q[u][r] = make_uint4(0, 0, 0, 0);
+                        sc[u][r] = 0;
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int c = c0 + u * 32;
+                if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], xs, xq, c, nblk, n_in, acc);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float v = acc[r][t];
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+                if (lane == ((r * T + t) & 31) && row0 + r < n_out && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
+            }
+        }
+    }
+}
+
+template <int K, int T, int R, int U>
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int) =
+        k_gemv_dp4a<K, T, R, U>;
+    const int n_in = (int)w->n_in, n_out = (int)w->n_out;
+    const size_t smem = smem_bytes(T, n_in);
+    cudaError_t e;
+    if (smem > ((size_t)48 << 10) &&
+        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+        return e;
+    int dev = 0, nsm = 0, per_sm = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem)) != cudaSuccess) return e;
+    if (per_sm < 1) per_sm = 1;
+    const long long groups = ((long long)n_out + R - 1) / R, need = (groups + kWarps - 1) / kWarps;
+    const long long cap = (long long)per_sm * nsm;
+    const unsigned grid = (unsigned)(need < cap ? need : cap);
+    const unsigned char *base = static_cast<const unsigned char *>(w->data);
+    const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
+    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, sc, x, y, n_out, n_in, n_tok);
+}
+
+/* (R, U) for T tokens: auto (R = 0) or one of the n_tok = 1 tuning pairs. */
+template <int K, int T>
+cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U)
+{
+    if (R == 0) {
+        R = w->n_out >= 8192 ? 4 : w->n_out >= 4096 ? 2 : 1;
+        if (T >= 8 && R > 2) R = 2; /* U stays 0 (callers pass 0 with R 0): the automatic U below */
+    }
+    (void)U; /* only the T = 1 tuning pairs look at it */
+    if constexpr (T == 1) {
+        if (R == 1 && U == 4) return launch<K, T, 1, 4>(s, w, x, n_tok, y);
+        if (R == 2 && U == 8) return launch<K, T, 2, 8>(s, w, x, n_tok, y);
+        if (R == 4 && U == 4) return launch<K, T, 4, 4>(s, w, x, n_tok, y);
+    }
+    if constexpr (T >= 8) {
+        if (R == 1) return launch<K, T, 1, 4>(s, w, x, n_tok, y);
+        return launch<K, T, 2, 2>(s, w, x, n_tok, y);
+    } else {
+        if (R == 1) return launch<K, T, 1, 8>(s, w, x, n_tok, y);
+        if (R == 2) return launch<K, T, 2, 4>(s, w, x, n_tok, y);
+        return launch<K, T, 4, 2>(s, w, x, n_tok, y);
+    }
+}
+
+template <int K>
+cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U)
+{
+    if (n_tok == 1) return launch_t<K, 1>(s, w, x, n_tok, y, R, U);
+    if (n_tok == 2) return launch_t<K, 2>(s, w, x, n_tok, y, R, U);
+    if (n_tok <= 4) return launch_t<K, 4>(s, w, x, n_tok, y, R, U);
+    if (n_tok <= 8) return launch_t<K, 8>(s, w, x, n_tok, y, R, U);
+    return launch_t<K, 16>(s, w, x, n_tok, y, R, U);
+}
+
+} // namespace
+
+extern "C" int cuk_gemv_dp4a_max_tok(int64_t n_in)
+{
+    if (n_in < 32 || n_in % 32 || n_in > (1 << 30)) return 0;
+    for (int t = 16; t >= 2; t /= 2)
+        if (smem_bytes(t, (int)n_in) <= kSmemCap) return t;
+    return smem_bytes(1, (int)n_in) <= kSmemMax ? 1 : 0;
+}
+
+extern "C" ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                   int rows, int unroll, ai_err *err)
+{
+    if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_out > (1 << 30) ||
+        (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) || (uintptr_t)w->data % 16 ||
+        (uintptr_t)x % 16)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a: bad arguments");
+    const int tmax = cuk_gemv_dp4a_max_tok(w->n_in);
+    if (tmax < 1)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_dp4a: n_in %lld (x does not fit in shared memory)",
+                          (long long)w->n_in);
+    const bool pair_ok = (rows == 0 && unroll == 0) ||
+                         (n_tok == 1 && ((rows == 1 && (unroll == 4 || unroll == 8)) ||
+                                         (rows == 2 && (unroll == 4 || unroll == 8)) ||
+                                         (rows == 4 && (unroll == 2 || unroll == 4))));
+    if (!pair_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a: no kernel for R %d U %d", rows, unroll);
+    cudaStream_t cs = (cudaStream_t)s;
+    for (int32_t t0 = 0; t0 < n_tok; t0 += tmax) {
+        const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
+        const float *xp = x + (size_t)t0 * (size_t)w->n_in;
+        float *yp = y + (size_t)t0 * (size_t)w->n_out;
+        cudaError_t e;
+        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll);
+        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll);
+        CUK_TRY(err, e, "cuk_gemv_dp4a");
+        CUK_LAUNCHED(err, "cuk_gemv_dp4a");
+    }
+    return AI_OK;
+}
