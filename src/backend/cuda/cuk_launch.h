@@ -18,10 +18,15 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+/* Waits for the previous kernel (its writes are then visible), then lets the next kernel launch: its
+ * CTAs get scheduled while this one runs and park in their own wait. Without the early trigger the
+ * next launch would only start when this grid exits, and the overlap would be lost. Since this grid
+ * has passed its own wait, at most two grids are resident at once. */
 __device__ __forceinline__ void cuk_pdl_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
