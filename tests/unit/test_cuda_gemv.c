@@ -12,11 +12,11 @@
  *    exact dequantized values times f32 x accumulated in fp32 (the kernel applies per-block scales to
  *    fp32 partial sums), so the error is fp32 summation error (~1e-7 here); 1e-4 leaves room while
  *    still catching a wrong nibble, scale or row (each of those gives >= 1e-2).
- *  - Quantized weights on the dp4a kernel (cuk_gemv's pick; k_gemv_dp4a.cu) round x to int8 per
+ *  - Quantized weights on the dp4a kernel (cuk_gemv's pick but for q8_0 at n_tok 1) round x to int8 per
  *    32-block first (as the CPU backend and llama.cpp do), ~3e-3 relative on these inputs: checked
  *    twice, against the exact reference with 1e-2 (the rounding's size), and against a reference that
  *    rounds x the same way on the host (reference_q8x: d = amax / 127, q = rint(x * (127 / amax)) in
- *    float; q4_1's m term uses the exact x sum, as the kernel does) with 1e-4, which catches a wrong
+ *    float; q4_1's offset term uses the exact x sum, as the kernel does) with 1e-4, which catches a wrong
  *    nibble, scale, token or row as sharply as the float kernels' check.
  *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
  *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
@@ -107,7 +107,8 @@ static void reference(const test_weight *tw, const float *x, int64_t n_tok, doub
 }
 
 /* The dp4a kernel's function: x rounded to int8 per 32-block (same float ops as k_gemv_dp4a.cu),
- * products with the exact weights in double; q4_1: (w - m) . x_q + m . sum(x). */
+ * products with the exact weights in double; q4_1: (w - c) . x_q + c . sum(x), c = m + 8 d (the
+ * kernel's centred form). */
 static void reference_q8x(const test_weight *tw, const float *x, int64_t n_tok, double *ref)
 {
     const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in, nblk = n_in / 32;
@@ -134,10 +135,10 @@ static void reference_q8x(const test_weight *tw, const float *x, int64_t n_tok, 
             const float *wr = tw->wd + (size_t)o * n_in;
             double s = 0;
             for (int64_t b = 0; b < nblk; b++) {
-                double m = 0;
+                double m = 0; /* q4_1: the kernel's centre m + 8 d (k_gemv_dp4a.cu) */
                 if (tw->w.type == DTYPE_Q4_1) {
                     const dtype_block_q4_1 *blk = (const dtype_block_q4_1 *)(tw->gguf + (size_t)o * tw->rb) + b;
-                    m = dtype_f16_to_f32(blk->m);
+                    m = (double)dtype_f16_to_f32(blk->m) + 8.0 * (double)dtype_f16_to_f32(blk->d);
                 }
                 for (int j = 0; j < 32; j++) s += ((double)wr[b * 32 + j] - m) * xq[b * 32 + j];
                 s += m * xsum[b];
@@ -240,7 +241,9 @@ static void test_pack_layout(void **state)
 static void check_case(const test_weight *tw, int64_t n_tok, int path, uint64_t *rng)
 {
     const dtype t = tw->w.type;
-    const int dq = is_quant(t) && (path == 4 || (path == 0 && cuk_gemv_dp4a_max_tok(tw->w.n_in) > 0));
+    /* cuk_gemv's pick: dp4a when x fits in shared memory, except q8_0 at n_tok 1 (k_gemv.cu) */
+    const int dq = is_quant(t) && (path == 4 || (path == 0 && cuk_gemv_dp4a_max_tok(tw->w.n_in) > 0 &&
+                                                 (t != DTYPE_Q8_0 || n_tok > 1)));
     double eq = 0;
     const double e = run_case2(tw, n_tok, NULL, path, rng, dq ? &eq : NULL);
     const double tol = t == DTYPE_F32 ? 1e-5 : dq ? 1e-2 : 1e-4;
@@ -329,7 +332,8 @@ static void test_gemv_variants(void **state)
         float *dx = cuda_test_dup(x, (size_t)n_in * sizeof(float));
         for (int v = 0; v < CUK_GEMV_VARIANTS; v++) {
             /* quantized variants 0-6 are dp4a (int8 x): compared with the int8-x reference */
-            const int dq = is_quant(types[d]) && v < 7;
+            const int q8 = types[d] == DTYPE_Q8_0;
+            const int dq = is_quant(types[d]) && ((v >= 1 && v <= 6) || (v == 0 && !q8) || (v == 7 && q8));
             if (dq) reference_q8x(&tw, x, 1, ref);
             else reference(&tw, x, 1, ref);
             float *dy = cuda_test_dup(NULL, (size_t)n_out * sizeof(float));
@@ -362,9 +366,9 @@ static void test_gemv_errors(void **state)
     assert_int_equal(cuk_gemv(NULL, &w, buf, 1, buf, &err), AI_ERR_INVALID);
     assert_int_equal(cuk_gemv_path(NULL, &w, buf, 1, buf, 2, &err), AI_ERR_INVALID); /* no mma for q4_0 */
     w.n_in = 64;
-    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 2, buf, 1, 4, &err), AI_ERR_INVALID); /* pairs: n_tok 1 only */
-    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 1, buf, 3, 4, &err), AI_ERR_INVALID);
-    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf + 1, 1, buf, 0, 0, &err), AI_ERR_INVALID); /* x unaligned */
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 2, buf, 1, 4, 0, &err), AI_ERR_INVALID); /* pairs: n_tok 1 only */
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf, 1, buf, 3, 4, 0, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_gemv_dp4a(NULL, &w, buf + 1, 1, buf, 0, 0, 0, &err), AI_ERR_INVALID); /* x unaligned */
     w.type = DTYPE_BF16;
     assert_int_equal(cuk_gemv_path(NULL, &w, buf, 1, buf, 4, &err), AI_ERR_INVALID); /* no dp4a for bf16 */
     w.type = DTYPE_Q4_K;

@@ -359,11 +359,12 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
 {
     static const char *const bf16_names[] = {"R1U4",     "R2U4",     "R1U8", "R1U4 nalc",
                                              "R1U2",     "R2U2",     "R1U4 ldg", "R4U2"};
-    /* quantized: 0 = cuk_gemv's pick (dp4a, automatic R/U), 1-6 = dp4a (k_gemv_dp4a.cu) with R rows per
-     * warp and U loads per lane forced, 7 = the float-decoding kernel that was the default before */
-    static const char *const q_names[] = {"dq auto", "dq R1U4", "dq R1U8", "dq R2U4", "dq R2U8", "dq R4U2", "dq R4U4",
+    /* quantized: 0 = cuk_gemv's pick, 1-6 = dp4a (k_gemv_dp4a.cu) with R rows per warp and U loads per
+     * lane forced or automatic with the early L2 prefetch, 7 = the float-decoding kernel (R8U1, the
+     * q4 default before dp4a and q8_0's n_tok = 1 pick) for q4, dp4a automatic for q8_0 */
+    static const char *const q_names[] = {"pick", "dq R1U4", "dq R1U8", "dq R2U4", "dq early", "dq R4U2", "dq R4U4",
                                           "f R8U1"};
-    static const int q_ru[][2] = {{0, 0}, {1, 4}, {1, 8}, {2, 4}, {2, 8}, {4, 2}, {4, 4}};
+    static const int q_ru[][3] = {{0, 0, 0}, {1, 4, 0}, {1, 8, 0}, {2, 4, 0}, {0, 0, 1}, {4, 2, 0}, {4, 4, 0}};
     if (!w || !w->data || v < 0 || v >= CUK_GEMV_VARIANTS || w->n_in % 32 ||
         (w->type != DTYPE_BF16 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1 && w->type != DTYPE_Q8_0))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_variant: bad arguments");
@@ -380,9 +381,10 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
         default: launch_v<W_BF16, 1, 4, 2, 0>(s, w, x, 1, y); break;
         }
     } else {
-        *name = q_names[v];
-        if (v < 7) return cuk_gemv_dp4a(s, w, x, 1, y, q_ru[v][0], q_ru[v][1], err);
-        if (w->type == DTYPE_Q8_0) launch_v<W_Q8_0, 1, 8, 1, 0>(s, w, x, 1, y);
+        *name = v == 7 && w->type == DTYPE_Q8_0 ? "dq auto" : q_names[v];
+        if (v == 0) return cuk_gemv_path(s, w, x, 1, y, 0, err);
+        if (v < 7) return cuk_gemv_dp4a(s, w, x, 1, y, q_ru[v][0], q_ru[v][1], q_ru[v][2], err);
+        if (w->type == DTYPE_Q8_0) return cuk_gemv_dp4a(s, w, x, 1, y, 0, 0, 0, err);
         else if (w->type == DTYPE_Q4_0) launch_v<W_Q4_0, 1, 8, 1, 0>(s, w, x, 1, y);
         else launch_v<W_Q4_1, 1, 8, 1, 0>(s, w, x, 1, y);
     }
@@ -411,9 +413,11 @@ extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const floa
     const bool mma_ok = w->type == DTYPE_BF16 && vec && w->n_in % 32 == 0;
     if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
     if (path == 4 && !quant) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no dp4a path for %s", dtype_name(w->type));
-    /* quantized: int8 x + dp4a whenever x fits in shared memory (k_gemv_dp4a.cu) */
-    if (path == 4 || (path == 0 && quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0))
-        return cuk_gemv_dp4a(s, w, x, n_tok, y, 0, 0, err);
+    /* quantized: int8 x + dp4a whenever x fits in shared memory (k_gemv_dp4a.cu), except q8_0 at
+     * n_tok 1, where the float-decoding kernel was ahead on 4 of the 5 Llama-3-8B shapes (H200,
+     * 2026-12-02: 2.88 / 1.23 / 3.42 / 3.71 / 4.24 TB/s against dp4a's 2.60 / 1.12 / 3.60 / 3.16 / 4.20) */
+    const bool dq_default = quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0 && (w->type != DTYPE_Q8_0 || n_tok > 1);
+    if (path == 4 || (path == 0 && dq_default)) return cuk_gemv_dp4a(s, w, x, n_tok, y, 0, 0, 0, err);
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
         return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);
     const bool q4 = w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;

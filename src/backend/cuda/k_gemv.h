@@ -28,11 +28,13 @@ ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32
  * CUDA cores ahead at n_tok <= 4 on the Llama-3-8B shapes overall, tensor cores 1.4-2.3x ahead at 8). */
 #define CUK_GEMV_MMA_MIN_TOK 5
 /* Quantized weights with x rounded to int8 per 32-block in shared memory and dp4a products
- * (k_gemv_dp4a.cu; cuk_gemv's pick for q8_0/q4_0/q4_1 when x fits). rows (R, rows per warp) and
- * unroll (U, loads in flight per lane and row) 0 = automatic; the n_tok = 1 tuning pairs (1, 4),
- * (1, 8), (2, 4), (2, 8), (4, 2), (4, 4) may be forced. x and data 16-byte aligned, n_in % 32 == 0. */
+ * (k_gemv_dp4a.cu; cuk_gemv's pick for q4_0/q4_1 at any n_tok and q8_0 from n_tok 2, when x fits).
+ * rows (R, rows per warp) and unroll (U, loads in flight per lane and row) 0 = automatic; the
+ * n_tok = 1 tuning pairs (1, 4), (1, 8), (2, 4), (2, 8), (4, 2), (4, 4) may be forced. early != 0:
+ * the L2 prefetch of the first weight rows goes before cuk_pdl_wait (bench variant). x and data
+ * 16-byte aligned, n_in % 32 == 0. */
 ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int rows,
-                        int unroll, ai_err *err);
+                        int unroll, int early, ai_err *err);
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);

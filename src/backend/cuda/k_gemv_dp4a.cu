@@ -47,14 +47,16 @@
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr size_t kSmemCap = (size_t)100 << 10;     /* per CTA for T > 1: two CTAs per SM */
-constexpr size_t kSmemMax = (size_t)220 << 10;     /* T = 1 may use up to this (one CTA per SM) */
+constexpr size_t kSmemCap = (size_t)100 << 10; /* per CTA for T > 1: two CTAs per SM */
+constexpr size_t kSmemMax = (size_t)220 << 10; /* T = 1 may use up to this (one CTA per SM) */
+constexpr int kQU = 2;                         /* x prologue: items per thread with loads in flight */
 
 enum QKind { Q8_0, Q4_0, Q4_1 };
 
-__host__ __device__ constexpr size_t xs_bytes(int T, int n_in) { return ((size_t)T * (size_t)(n_in / 32) * 8 + 15) & ~(size_t)15; }
+/* Warps per CTA: 16 from T = 4 (the x prologue is per CTA: fewer, larger CTAs read x fewer times). */
+template <int T> struct Warps { static constexpr int W = T >= 4 ? 16 : 8; };
+
+__host__ __device__ constexpr size_t xs_bytes(int T, int n_in) { return (size_t)T * (size_t)(n_in / 32) * 16; }
 __host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return xs_bytes(T, n_in) + (size_t)T * (size_t)n_in; }
 
 __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
@@ -62,51 +64,65 @@ __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
     return (uint32_t)(a & 0xFF) | (uint32_t)(b & 0xFF) << 8 | (uint32_t)(c & 0xFF) << 16 | (uint32_t)d << 24;
 }
 
-/* x rows -> int8 blocks + {d, s} in shared memory (see the header). 4 threads per 32-block. */
-template <int K, int T>
-__device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, float2 *xs,
+/* x rows -> int8 blocks + {d, s, sum x, 0} in shared memory (see the header). 4 threads per 32-block,
+ * kQU items per thread with their loads issued before any is used (the prologue is latency-bound). */
+template <int K, int T, int W>
+__device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, float4 *xs,
                                            unsigned char *xq)
 {
+    constexpr int NT = W * 32;
     const int nblk = n_in / 32, per_tok = n_in / 8, total = T * per_tok;
-    for (int i0 = 0; i0 < total; i0 += kThreads) { /* every lane runs every iteration (shuffles) */
-        const int i = i0 + (int)threadIdx.x;
-        const bool ok = i < total; /* the same for the 4 lanes of a block: total % 4 == 0 */
-        int t = 0, e = 0;
-        float4 a = make_float4(0, 0, 0, 0), b = a;
-        if (ok) {
-            t = i / per_tok;
-            e = (i - t * per_tok) * 8;
-            const float *src = x + (size_t)min(t, n_tok - 1) * n_in + e;
-            a = __ldg(reinterpret_cast<const float4 *>(src));
-            b = __ldg(reinterpret_cast<const float4 *>(src + 4));
+    for (int i0 = 0; i0 < total; i0 += NT * kQU) { /* every lane runs every iteration (shuffles) */
+        float4 a[kQU], b[kQU];
+        int tt[kQU], ee[kQU];
+#pragma unroll
+        for (int k = 0; k < kQU; k++) {
+            const int i = i0 + k * NT + (int)threadIdx.x;
+            tt[k] = -1;
+            ee[k] = 0;
+            a[k] = make_float4(0, 0, 0, 0);
+            b[k] = a[k];
+            if (i < total) { /* the same for the 4 lanes of a block: total % 4 == 0 */
+                tt[k] = i / per_tok;
+                ee[k] = (i - tt[k] * per_tok) * 8;
+                const float *src = x + (size_t)min(tt[k], n_tok - 1) * n_in + ee[k];
+                a[k] = __ldg(reinterpret_cast<const float4 *>(src));
+                b[k] = __ldg(reinterpret_cast<const float4 *>(src + 4));
+            }
         }
-        float amax = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-                           fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        const int q0 = __float2int_rn(a.x * id), q1 = __float2int_rn(a.y * id), q2 = __float2int_rn(a.z * id),
-                  q3 = __float2int_rn(a.w * id), q4 = __float2int_rn(b.x * id), q5 = __float2int_rn(b.y * id),
-                  q6 = __float2int_rn(b.z * id), q7 = __float2int_rn(b.w * id);
-        int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
-        float sx = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
-        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
-        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
-        sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
-        sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
-        if (ok) {
-            const int blk = e >> 5, off = e & 31;
-            const size_t pos = (size_t)t * n_in + (K == Q8_0 ? (size_t)e : (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15));
-            *reinterpret_cast<uint2 *>(xq + pos) = make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
-            if (off == 0)
-                xs[t * nblk + blk] = make_float2(d, K == Q4_0 ? -8.0f * d * (float)sq : K == Q4_1 ? sx : 0.0f);
+#pragma unroll
+        for (int k = 0; k < kQU; k++) {
+            const float4 va = a[k], vb = b[k];
+            float amax = fmaxf(fmaxf(fmaxf(fabsf(va.x), fabsf(va.y)), fmaxf(fabsf(va.z), fabsf(va.w))),
+                               fmaxf(fmaxf(fabsf(vb.x), fabsf(vb.y)), fmaxf(fabsf(vb.z), fabsf(vb.w))));
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+            const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            const int q0 = __float2int_rn(va.x * id), q1 = __float2int_rn(va.y * id), q2 = __float2int_rn(va.z * id),
+                      q3 = __float2int_rn(va.w * id), q4 = __float2int_rn(vb.x * id), q5 = __float2int_rn(vb.y * id),
+                      q6 = __float2int_rn(vb.z * id), q7 = __float2int_rn(vb.w * id);
+            int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
+            float sx = ((va.x + va.y) + (va.z + va.w)) + ((vb.x + vb.y) + (vb.z + vb.w));
+            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
+            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
+            sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
+            sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
+            if (tt[k] >= 0) {
+                const int t = tt[k], e = ee[k], blk = e >> 5, off = e & 31;
+                const size_t pos = (size_t)t * n_in +
+                                   (K == Q8_0 ? (size_t)e : (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15));
+                *reinterpret_cast<uint2 *>(xq + pos) = make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
+                if (off == 0) xs[t * nblk + blk] = make_float4(d, -8.0f * d * (float)sq, sx, 0.0f);
+            }
         }
     }
 }
 
-/* One 16-byte chunk c of R rows, all T tokens. */
+/* One 16-byte chunk c of R rows, all T tokens. q4_1 uses the centred form
+ * d_w d_x sum((nib - 8) q) + (m + 8 d_w) sum(x): the x rounding then meets (nib - 8) d_w, about half
+ * the size of nib d_w, so the error is q4_0's instead of twice it. */
 template <int K, int T, int R>
-__device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float2 *xs,
+__device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float4 *xs,
                                           const unsigned char *xq, int c, int nblk, int n_in, float (&acc)[R][T])
 {
     if constexpr (K == Q8_0) {
@@ -138,14 +154,14 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
                 hi[r][k] = (v[k] >> 4) & 0x0F0F0F0Fu;
             }
             dw[r] = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
-            mw[r] = K == Q4_1 ? __half2float(__ushort_as_half((unsigned short)(sc[r] >> 16))) : 0.0f;
+            mw[r] = K == Q4_1 ? fmaf(8.0f, dw[r], __half2float(__ushort_as_half((unsigned short)(sc[r] >> 16)))) : 0.0f;
         }
 #pragma unroll
         for (int t = 0; t < T; t++) {
             const unsigned char *xt = xq + (size_t)t * n_in + c * 16;
             const uint4 xl = *reinterpret_cast<const uint4 *>(xt);
             const uint4 xh = *reinterpret_cast<const uint4 *>(xt + n_in / 2);
-            const float2 s2 = xs[t * nblk + c];
+            const float4 s4 = xs[t * nblk + c];
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int s = __dp4a((int)lo[r][0], (int)xl.x, 0);
@@ -156,38 +172,59 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
                 s = __dp4a((int)hi[r][1], (int)xh.y, s);
                 s = __dp4a((int)hi[r][2], (int)xh.z, s);
                 s = __dp4a((int)hi[r][3], (int)xh.w, s);
-                if constexpr (K == Q4_0) acc[r][t] = fmaf(dw[r], fmaf(s2.x, (float)s, s2.y), acc[r][t]);
-                else acc[r][t] = fmaf(dw[r] * s2.x, (float)s, fmaf(mw[r], s2.y, acc[r][t]));
+                if constexpr (K == Q4_0) acc[r][t] = fmaf(dw[r], fmaf(s4.x, (float)s, s4.y), acc[r][t]);
+                else acc[r][t] = fmaf(dw[r], fmaf(s4.x, (float)s, s4.y), fmaf(mw[r], s4.z, acc[r][t]));
             }
         }
     }
 }
 
-template <int K, int T, int R, int U>
-__global__ void __launch_bounds__(kThreads, 2) k_gemv_dp4a(const unsigned char *__restrict__ w,
-                                                          const unsigned char *__restrict__ scales,
-                                                          const float *__restrict__ x, float *__restrict__ y,
-                                                          int n_out, int n_in, int n_tok)
+/* L2 prefetch of a warp's first rows (one instruction per lane per 128-byte line): the weight stream
+ * starts while the CTA rounds x. */
+__device__ __forceinline__ void prefetch_rows(const unsigned char *w, size_t row_bytes, int row0, int nrows, int lane)
 {
-    cuk_pdl_wait();
-    extern __shared__ __align__(16) unsigned char smem[];
-    float2 *xs = reinterpret_cast<float2 *>(smem);
-    unsigned char *xq = smem + xs_bytes(T, n_in);
-    quantize_x<K, T>(x, n_tok, n_in, xs, xq);
-    __syncthreads();
+    for (int r = 0; r < nrows; r++) {
+        const unsigned char *p = w + (size_t)(row0 + r) * row_bytes;
+        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    }
+}
 
+/* Warp g of G (all CTAs) owns rows [n_out g / G, n_out (g + 1) / G): every SM gets the same number of
+ * rows (+-1 per warp) whatever n_out is, and walks them R at a time. early: the L2 prefetch of the
+ * first rows is issued before cuk_pdl_wait (it reads no data, so it cannot see a stale value; the
+ * weights are not written during a decode step) - a bench variant for now. */
+template <int K, int T, int R, int U, int W>
+__global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ? 3 : 2) k_gemv_dp4a(const unsigned char *__restrict__ w,
+                                                                     const unsigned char *__restrict__ scales,
+                                                                     const float *__restrict__ x,
+                                                                     float *__restrict__ y, int n_out, int n_in,
+                                                                     int n_tok, int early)
+{
     const int nblk = n_in / 32;
     const int nc = K == Q8_0 ? n_in / 16 : nblk; /* 16-byte chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nrg = (n_out + R - 1) / R;
-    for (int rg = blockIdx.x * kWarps + warp; rg < nrg; rg += gridDim.x * kWarps) {
-        const int row0 = rg * R;
+    const long long gw = (long long)blockIdx.x * W + warp, nw = (long long)gridDim.x * W;
+    const int r_begin = (int)(n_out * gw / nw), r_end = (int)(n_out * (gw + 1) / nw);
+    const int npre = min(R, r_end - r_begin);
+    if (early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
+    cuk_pdl_wait();
+    if (!early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    float4 *xs = reinterpret_cast<float4 *>(smem);
+    unsigned char *xq = smem + xs_bytes(T, n_in);
+    quantize_x<K, T, W>(x, n_tok, n_in, xs, xq);
+    __syncthreads();
+
+    for (int row0 = r_begin; row0 < r_end; row0 += R) {
+        const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
         const uint4 *wr[R];
         int srow[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            srow[r] = min(row0 + r, n_out - 1);
+            srow[r] = row0 + min(r, nv - 1);
             wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
         }
         float acc[R][T] = {};
@@ -199,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_gemv_dp4a(const unsigned char *
                 const int c = c0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    if (c < nc) {
+                    if (c < nc && r < nv) {
                         q[u][r] = __ldcs(wr[r] + c);
                         if constexpr (K == Q4_1)
                             sc[u][r] = __ldg(reinterpret_cast<const unsigned int *>(scales) + (size_t)srow[r] * nblk + c);
@@ -225,17 +262,18 @@ __global__ void __launch_bounds__(kThreads, 2) k_gemv_dp4a(const unsigned char *
                 float v = acc[r][t];
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                if (lane == ((r * T + t) & 31) && row0 + r < n_out && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
+                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
             }
         }
     }
 }
 
 template <int K, int T, int R, int U>
-cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y)
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early)
 {
-    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int) =
-        k_gemv_dp4a<K, T, R, U>;
+    constexpr int W = Warps<T>::W;
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int) =
+        k_gemv_dp4a<K, T, R, U, W>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
     cudaError_t e;
@@ -245,19 +283,19 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_to
     int dev = 0, nsm = 0, per_sm = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
     if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem)) != cudaSuccess) return e;
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, W * 32, smem)) != cudaSuccess) return e;
     if (per_sm < 1) per_sm = 1;
-    const long long groups = ((long long)n_out + R - 1) / R, need = (groups + kWarps - 1) / kWarps;
+    const long long groups = ((long long)n_out + R - 1) / R, need = (groups + W - 1) / W;
     const long long cap = (long long)per_sm * nsm;
     const unsigned grid = (unsigned)(need < cap ? need : cap);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
-    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, sc, x, y, n_out, n_in, n_tok);
+    return cuk_launch(kern, dim3(grid), dim3(W * 32), smem, s, base, sc, x, y, n_out, n_in, n_tok, early);
 }
 
 /* (R, U) for T tokens: auto (R = 0) or one of the n_tok = 1 tuning pairs. */
 template <int K, int T>
-cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U)
+cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early)
 {
     if (R == 0) {
         R = w->n_out >= 8192 ? 4 : w->n_out >= 4096 ? 2 : 1;
@@ -265,28 +303,28 @@ cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_
     }
     (void)U; /* only the T = 1 tuning pairs look at it */
     if constexpr (T == 1) {
-        if (R == 1 && U == 4) return launch<K, T, 1, 4>(s, w, x, n_tok, y);
-        if (R == 2 && U == 8) return launch<K, T, 2, 8>(s, w, x, n_tok, y);
-        if (R == 4 && U == 4) return launch<K, T, 4, 4>(s, w, x, n_tok, y);
+        if (R == 1 && U == 4) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early);
+        if (R == 2 && U == 8) return launch<K, T, 2, 8>(s, w, x, n_tok, y, early);
+        if (R == 4 && U == 4) return launch<K, T, 4, 4>(s, w, x, n_tok, y, early);
     }
     if constexpr (T >= 8) {
-        if (R == 1) return launch<K, T, 1, 4>(s, w, x, n_tok, y);
-        return launch<K, T, 2, 2>(s, w, x, n_tok, y);
+        if (R == 1) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early);
+        return launch<K, T, 2, 2>(s, w, x, n_tok, y, early);
     } else {
-        if (R == 1) return launch<K, T, 1, 8>(s, w, x, n_tok, y);
-        if (R == 2) return launch<K, T, 2, 4>(s, w, x, n_tok, y);
-        return launch<K, T, 4, 2>(s, w, x, n_tok, y);
+        if (R == 1) return launch<K, T, 1, 8>(s, w, x, n_tok, y, early);
+        if (R == 2) return launch<K, T, 2, 4>(s, w, x, n_tok, y, early);
+        return launch<K, T, 4, 2>(s, w, x, n_tok, y, early);
     }
 }
 
 template <int K>
-cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U)
+cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early)
 {
-    if (n_tok == 1) return launch_t<K, 1>(s, w, x, n_tok, y, R, U);
-    if (n_tok == 2) return launch_t<K, 2>(s, w, x, n_tok, y, R, U);
-    if (n_tok <= 4) return launch_t<K, 4>(s, w, x, n_tok, y, R, U);
-    if (n_tok <= 8) return launch_t<K, 8>(s, w, x, n_tok, y, R, U);
-    return launch_t<K, 16>(s, w, x, n_tok, y, R, U);
+    if (n_tok == 1) return launch_t<K, 1>(s, w, x, n_tok, y, R, U, early);
+    if (n_tok == 2) return launch_t<K, 2>(s, w, x, n_tok, y, R, U, early);
+    if (n_tok <= 4) return launch_t<K, 4>(s, w, x, n_tok, y, R, U, early);
+    if (n_tok <= 8) return launch_t<K, 8>(s, w, x, n_tok, y, R, U, early);
+    return launch_t<K, 16>(s, w, x, n_tok, y, R, U, early);
 }
 
 } // namespace
@@ -300,7 +338,7 @@ extern "C" int cuk_gemv_dp4a_max_tok(int64_t n_in)
 }
 
 extern "C" ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                   int rows, int unroll, ai_err *err)
+                                   int rows, int unroll, int early, ai_err *err)
 {
     if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_out > (1 << 30) ||
         (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) || (uintptr_t)w->data % 16 ||
@@ -321,9 +359,9 @@ extern "C" ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const floa
         const float *xp = x + (size_t)t0 * (size_t)w->n_in;
         float *yp = y + (size_t)t0 * (size_t)w->n_out;
         cudaError_t e;
-        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll);
-        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll);
-        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll);
+        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
+        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
         CUK_TRY(err, e, "cuk_gemv_dp4a");
         CUK_LAUNCHED(err, "cuk_gemv_dp4a");
     }
