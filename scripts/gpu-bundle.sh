@@ -4,7 +4,7 @@
 #   lib/   the shared libraries they need beyond glibc and the CUDA driver (the GPU machine has the
 #          CUDA toolkit but none of our Debian -dev packages)
 #   fixture/smollm2-8l.gguf   real weights for the GPU-vs-CPU test (scripts/make_gpu_fixture.py), when
-#          the default model is in the cache
+#          the default model is in the cache; fixture/llama3-tokenizer for scripts/gpu_hf_parity.py
 # build/gpu-libs gets the same libraries, for running build/tests/* in place.
 set -euo pipefail
 g=build/gpu
@@ -26,5 +26,9 @@ if [ -f "$model" ] && [ -n "$venv" ]; then
   [ -f build/gpu-fixture/smollm2-8l.gguf ] || { mkdir -p build/gpu-fixture &&
     "$venv/bin/python" scripts/make_gpu_fixture.py "$model" build/gpu-fixture/smollm2-8l.gguf; }
   cp build/gpu-fixture/smollm2-8l.gguf "$g/fixture/"
+fi
+tok=build/data/tokenizers/hf/llama3 # the real Llama-3 tokenizer (make data), for scripts/gpu_hf_parity.py
+if [ -f $tok/tokenizer.json ]; then
+  mkdir -p "$g/fixture/llama3-tokenizer" && cp $tok/tokenizer.json $tok/tokenizer_config.json "$g/fixture/llama3-tokenizer/"
 fi
 du -sh "$g"

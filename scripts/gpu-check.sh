@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
 #   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
-#   there:  scripts/gpu-check.sh [tests|bench|all] [extra aiinfra-bench configs...]
+#   there:  scripts/gpu-check.sh [tests|parity|bench|all] [extra aiinfra-bench configs...]
 #           (device tool: carry build/gpu); SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
 # memcheck + racecheck on the kernel tests), kernels.log (kernel benchmarks), bench.jsonl (one
@@ -36,6 +36,15 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
         echo "sanitizer $tool $(basename "$t"): rc=$?" | tee -a "$summary"
       done
     done
+  fi
+fi
+
+if [ "$what" = parity ] || [ "$what" = all ]; then
+  # 1B-scale parity against HF transformers/PyTorch (needs torch + transformers: the GPU machine has them)
+  if [ -f $G/fixture/llama3-tokenizer/tokenizer.json ]; then
+    mkdir -p /tmp/aiinfra-parity
+    timeout 300 python3 scripts/gpu_hf_parity.py $G/bin/aiinfra $G/fixture/llama3-tokenizer /tmp/aiinfra-parity \
+      2>&1 | grep -v Warning | tee -a "$summary"
   fi
 fi
 
