@@ -67,6 +67,8 @@ typedef struct backend_ops {
     /* Waits for every op before it, then copies. */
     ai_status (*download)(void *ctx, void *h_dst, const void *src, size_t bytes, ai_err *err);
     ai_status (*sync)(void *ctx, ai_err *err);
+    /* Backend-to-backend copy, in order with the ops (KV block copy-on-write). */
+    ai_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, ai_err *err);
     /* Bytes the backend can still allocate (GPU: free device memory); 0 when unbounded/unknown. */
     size_t (*mem_free)(void *ctx);
 

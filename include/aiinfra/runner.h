@@ -57,6 +57,9 @@ typedef struct runner_seq {
 /* Runs the step. out_tokens (n_seq, may be NULL): the greedy (argmax) next token of each sequence.
  * Steps where every sequence has q_len 1 are replayed from captured graphs (one per batch size). */
 ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t *out_tokens, ai_err *err);
+/* Copies whole KV blocks (every layer, K and V): dst[i] becomes a copy of src[i], in order, before
+ * the next step (the block manager's copy-on-write). Ids < runner_kv_blocks. */
+ai_status runner_copy_blocks(runner *r, const int32_t *src, const int32_t *dst, int32_t n, ai_err *err);
 /* Logits of the last step, (n_seq, n_vocab) floats copied into h_out. */
 ai_status runner_logits(runner *r, float *h_out, int32_t n_seq, ai_err *err);
 

@@ -181,6 +181,25 @@ ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t 
     return AI_OK;
 }
 
+ai_status runner_copy_blocks(runner *r, const int32_t *src, const int32_t *dst, int32_t n, ai_err *err)
+{
+    const backend_ops *o = r->be->ops;
+    const model_config *c = &r->cfg;
+    size_t kb = r->kv_k_layer / (size_t)r->p.kv_blocks, vb = r->kv_v_layer / (size_t)r->p.kv_blocks; /* bytes/block */
+    char *k0 = r->kv, *v0 = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer;
+    for (int32_t i = 0; i < n; i++) {
+        if (src[i] < 0 || src[i] >= r->p.kv_blocks || dst[i] < 0 || dst[i] >= r->p.kv_blocks)
+            return ai_err_set(err, AI_ERR_RANGE, "runner_copy_blocks: block %d -> %d outside the pool of %lld", src[i],
+                              dst[i], (long long)r->p.kv_blocks);
+        for (int32_t il = 0; il < c->n_layer; il++) {
+            char *kl = k0 + (size_t)il * r->kv_k_layer, *vl = v0 + (size_t)il * r->kv_v_layer;
+            TRY(o->copy(r->be->ctx, kl + (size_t)dst[i] * kb, kl + (size_t)src[i] * kb, kb, err));
+            TRY(o->copy(r->be->ctx, vl + (size_t)dst[i] * vb, vl + (size_t)src[i] * vb, vb, err));
+        }
+    }
+    return AI_OK;
+}
+
 ai_status runner_logits(runner *r, float *h_out, int32_t n_seq, ai_err *err)
 {
     if (n_seq < 1 || n_seq > r->n_seq)

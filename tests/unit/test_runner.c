@@ -50,6 +50,37 @@ static void test_step_rejects_bad_batches(void **state)
     backend_free(&be);
 }
 
+/* Copy-on-write: a sequence forked after 6 tokens gets a copy of the partly filled block 1 (as block 3)
+ * and must then produce the same logits as the parent for the same next token. */
+static void test_copy_blocks_fork(void **state)
+{
+    backend be;
+    ai_err err = {0};
+    assert_int_equal(backend_cpu_init(&be, 1, &err), AI_OK);
+    model *m = NULL;
+    if (model_open(&m, "tests/fixtures/hf/qwen2", &err) != AI_OK) fail_msg("%s", err.msg);
+    runner *r = NULL;
+    runner_params rp = {.max_tokens = 8, .max_seqs = 2, .n_ctx = 32, .block_size = 4, .kv_blocks = 8, .kv_f32 = true};
+    assert_int_equal(runner_init(&r, &be, NULL, m, NULL, &rp, &err), AI_OK);
+    int32_t toks[7] = {5, 17, 3, 9, 44, 2, 60}, parent[2] = {0, 1}, child[2] = {0, 3}, src = 1, dst = 3;
+    runner_seq s = {.tokens = toks, .q_len = 6, .seq_len = 6, .block_table = parent};
+    assert_int_equal(runner_step(r, &s, 1, NULL, &err), AI_OK);
+    assert_int_equal(runner_copy_blocks(r, &src, &dst, 1, &err), AI_OK);
+    int32_t bad = 8;
+    assert_int_equal(runner_copy_blocks(r, &src, &bad, 1, &err), AI_ERR_RANGE);
+    runner_seq both[2] = {{.tokens = toks + 6, .q_len = 1, .seq_len = 7, .block_table = parent},
+                          {.tokens = toks + 6, .q_len = 1, .seq_len = 7, .block_table = child}};
+    assert_int_equal(runner_step(r, both, 2, NULL, &err), AI_OK);
+    int32_t nv = m->cfg.n_vocab;
+    float *l = malloc(2 * (size_t)nv * sizeof(float));
+    assert_int_equal(runner_logits(r, l, 2, &err), AI_OK);
+    for (int32_t v = 0; v < nv; v++) assert_float_equal(l[v], l[nv + v], 0.0f);
+    free(l);
+    runner_free(r);
+    model_close(m);
+    backend_free(&be);
+}
+
 static void test_presets_and_random_cpu(void **state)
 {
     ai_err err = {0};
@@ -85,6 +116,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_runner_matches_forward),
         cmocka_unit_test(test_step_rejects_bad_batches),
+        cmocka_unit_test(test_copy_blocks_fork),
         cmocka_unit_test(test_presets_and_random_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

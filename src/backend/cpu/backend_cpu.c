@@ -320,7 +320,7 @@ static ai_status cb_ceilings(void *ctx, double *copy_gbs, double *matmul_tflops,
 }
 
 static const backend_ops cpu_ops = {
-    .name = "cpu", .free = cb_free, .alloc = cb_alloc, .dealloc = cb_dealloc, .upload = cb_copy,
+    .name = "cpu", .free = cb_free, .alloc = cb_alloc, .dealloc = cb_dealloc, .upload = cb_copy, .copy = cb_copy,
     .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
     .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
     .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias,

@@ -72,6 +72,12 @@ static ai_status cu_upload(void *ctx, void *dst, const void *h_src, size_t bytes
     CUK_TRY(err, cudaMemcpyAsync(dst, h_src, bytes, cudaMemcpyHostToDevice, b->stream), "cuda upload");
     return AI_OK;
 }
+static ai_status cu_copy(void *ctx, void *dst, const void *src, size_t bytes, ai_err *err)
+{
+    cuda_be *b = ctx;
+    CUK_TRY(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream), "cuda copy");
+    return AI_OK;
+}
 static ai_status cu_sync(void *ctx, ai_err *err)
 {
     cuda_be *b = ctx;
@@ -310,7 +316,7 @@ done:
 }
 
 static const backend_ops cuda_ops = {
-    .name = "cuda", .free = cu_free, .alloc = cu_alloc, .dealloc = cu_dealloc, .upload = cu_upload,
+    .name = "cuda", .free = cu_free, .alloc = cu_alloc, .dealloc = cu_dealloc, .upload = cu_upload, .copy = cu_copy,
     .download = cu_download, .sync = cu_sync, .mem_free = cu_mem_free, .weight_bytes = cu_weight_bytes,
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
