@@ -17,7 +17,7 @@ CC      ?= gcc
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 DEPS_CFLAGS := $(shell pkg-config --cflags libpcre2-8 libcjson libutf8proc 2>/dev/null)
-DEPS_LIBS   := -lpcre2-8 -lcjson -lutf8proc -lxxhash -lm -lpthread
+DEPS_LIBS   := -lpcre2-8 -lcjson -lutf8proc -lxxhash -lmicrohttpd -lcurl -lm -lpthread
 OPT     ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -Iinclude -Isrc $(DEPS_CFLAGS) -MMD -MP
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
