@@ -19,7 +19,7 @@ for b in $bins; do
   esac
   strip --strip-debug -o "$d/$(basename "$b")" "$b"
   ldd "$b" 2>/dev/null | awk '/=> \//{print $3}' |
-    grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libresolv|ld-linux[^/]*|libcu[a-z]*|libnv[a-z]*)\.so' || true
+    grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libresolv|ld-linux[^/]*|libcu[A-Za-z]*|libnv[A-Za-z]*)\.so' || true
 done | sort -u | while read -r lib; do cp -L "$lib" "$g/lib/"; cp -L "$lib" build/gpu-libs/; done
 model=${AIINFRA_CACHE:-$HOME/.cache/aiinfra}/SmolLM2-135M-Instruct.Q4_1.gguf
 venv=$(ls -d "$HOME"/.cache/aiinfra/venv-*/ 2>/dev/null | head -1)
