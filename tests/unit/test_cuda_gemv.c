@@ -12,7 +12,7 @@
  *    exact dequantized values times f32 x accumulated in fp32 (the kernel applies per-block scales to
  *    fp32 partial sums), so the error is fp32 summation error (~1e-7 here); 1e-4 leaves room while
  *    still catching a wrong nibble, scale or row (each of those gives >= 1e-2).
- *  - Quantized weights on the dp4a kernel (cuk_gemv's pick but for q8_0 at n_tok 1) round x to int8 per
+ *  - Quantized weights on the dp4a kernel (cuk_gemv's pick, q8_0 from CUK_GEMV_Q8_DP4A_MIN_TOK) round x to int8 per
  *    32-block first (as the CPU backend and llama.cpp do), ~3e-3 relative on these inputs: checked
  *    twice, against the exact reference with 1e-2 (the rounding's size), and against a reference that
  *    rounds x the same way on the host (reference_q8x: d = amax / 127, q = rint(x * (127 / amax)) in
@@ -241,9 +241,9 @@ static void test_pack_layout(void **state)
 static void check_case(const test_weight *tw, int64_t n_tok, int path, uint64_t *rng)
 {
     const dtype t = tw->w.type;
-    /* cuk_gemv's pick: dp4a when x fits in shared memory, except q8_0 at n_tok 1 (k_gemv.cu) */
+    /* cuk_gemv's pick: dp4a when x fits in shared memory, except q8_0 below CUK_GEMV_Q8_DP4A_MIN_TOK */
     const int dq = is_quant(t) && (path == 4 || (path == 0 && cuk_gemv_dp4a_max_tok(tw->w.n_in) > 0 &&
-                                                 (t != DTYPE_Q8_0 || n_tok > 1)));
+                                                 (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
     double eq = 0;
     const double e = run_case2(tw, n_tok, NULL, path, rng, dq ? &eq : NULL);
     const double tol = t == DTYPE_F32 ? 1e-5 : dq ? 1e-2 : 1e-4;

@@ -13,15 +13,19 @@
  *    holds; each decoded weight is reused for all T tokens (T templated: 1, 2, 4, 8, 16; a call
  *    with n_tok between runs the next tile up, reading x row min(t, n_tok - 1) and writing only
  *    t < n_tok). The x bytes read per weight byte (4 T / (R x bytes per value)) are what limits the
- *    quantized kernels: q4 n_tok 1 needs R 8 (2.0-2.6 TB/s effective), and q4 at n_tok >= 2 runs
- *    one n_tok = 1 pass per token (k_gemv.h: CUK_GEMV_Q4_LOOP_MIN_TOK) until a tensor-core
- *    quantized kernel exists.
+ *    quantized kernels here. So quantized weights normally go to k_gemv_dp4a.cu (int8 x in shared
+ *    memory, dp4a: q4_0/q4_1 at every n_tok, q8_0 from CUK_GEMV_Q8_DP4A_MIN_TOK); this file keeps
+ *    q8_0 at n_tok 1-2 (ahead there) and every quantized call whose x does not fit in shared memory
+ *    (q4 at n_tok >= 2 then runs one n_tok = 1 pass per token: CUK_GEMV_Q4_LOOP_MIN_TOK).
  *  - Quantized values are decoded in registers with byte permutes into the mantissa of 2^23 and one
  *    float subtract (exact), accumulated in fp32 per chunk and scaled once per chunk:
  *    q8_0: d * sum(q x); q4_0/q4_1: d * sum(nib x) + m * sum(x), with m = -8 d for q4_0.
  *  - Reduction: warp shuffles, then the block's 4 warps through shared memory; thread r*T+t writes
  *    y[t][row0 + r]. No atomics: results are deterministic and independent of launch state.
  *  - bf16 with n_tok >= CUK_GEMV_MMA_MIN_TOK goes to the tensor-core kernel (k_gemv_mma.cu).
+ *  - Every kernel calls cuk_pdl_wait() first and is launched by cuk_launch (programmatic dependent
+ *    launch; cuk_launch.h). H200 A/B with AIINFRA_NO_PDL=1 (2026-12-02): within the 5-10% run-to-run
+ *    spread of this bench on every shape (a graph of back-to-back GEMVs).
  *  - Float rows whose length or alignment does not allow 16-byte loads use a plain one-dot-per-block
  *    kernel (correct, slow; real models never take it).
  *
@@ -413,10 +417,10 @@ extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const floa
     const bool mma_ok = w->type == DTYPE_BF16 && vec && w->n_in % 32 == 0;
     if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
     if (path == 4 && !quant) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no dp4a path for %s", dtype_name(w->type));
-    /* quantized: int8 x + dp4a whenever x fits in shared memory (k_gemv_dp4a.cu), except q8_0 at
-     * n_tok 1, where the float-decoding kernel was ahead on 4 of the 5 Llama-3-8B shapes (H200,
-     * 2026-12-02: 2.88 / 1.23 / 3.42 / 3.71 / 4.24 TB/s against dp4a's 2.60 / 1.12 / 3.60 / 3.16 / 4.20) */
-    const bool dq_default = quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0 && (w->type != DTYPE_Q8_0 || n_tok > 1);
+    /* quantized: int8 x + dp4a whenever x fits in shared memory (k_gemv_dp4a.cu), except q8_0 below
+     * CUK_GEMV_Q8_DP4A_MIN_TOK tokens, where the float-decoding kernels stay ahead (k_gemv.h) */
+    const bool dq_default = quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0 &&
+                            (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK);
     if (path == 4 || (path == 0 && dq_default)) return cuk_gemv_dp4a(s, w, x, n_tok, y, 0, 0, 0, err);
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
         return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);

@@ -28,7 +28,8 @@ ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32
  * CUDA cores ahead at n_tok <= 4 on the Llama-3-8B shapes overall, tensor cores 1.4-2.3x ahead at 8). */
 #define CUK_GEMV_MMA_MIN_TOK 5
 /* Quantized weights with x rounded to int8 per 32-block in shared memory and dp4a products
- * (k_gemv_dp4a.cu; cuk_gemv's pick for q4_0/q4_1 at any n_tok and q8_0 from n_tok 2, when x fits).
+ * (k_gemv_dp4a.cu; cuk_gemv's pick for q4_0/q4_1 at any n_tok and q8_0 from CUK_GEMV_Q8_DP4A_MIN_TOK,
+ * when x fits).
  * rows (R, rows per warp) and unroll (U, loads in flight per lane and row) 0 = automatic; the
  * n_tok = 1 tuning pairs (1, 4), (1, 8), (2, 4), (2, 8), (4, 2), (4, 4) may be forced. early != 0:
  * the L2 prefetch of the first weight rows goes before cuk_pdl_wait (bench variant). x and data
@@ -38,6 +39,10 @@ ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);
+/* Smallest n_tok for which q8_0 takes the dp4a kernel (q4_0/q4_1 take it at every n_tok): at n_tok 1
+ * and 2 the float-decoding kernels were ahead on 4 of the 5 Llama-3-8B shapes, at 4 dp4a on 4 of 5
+ * (two H200 runs, 2026-12-02). */
+#define CUK_GEMV_Q8_DP4A_MIN_TOK 3
 /* Where the dp4a kernel cannot run (x too long for shared memory): smallest n_tok for which q4_0/q4_1
  * run one float-decoding n_tok = 1 pass per token instead of the multi-token float kernel, whose f32
  * x traffic per 4.5-bit weight made it 6x slower than that at n_tok 4 (bench 2026-12-02). */

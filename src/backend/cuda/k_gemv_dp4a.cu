@@ -28,8 +28,30 @@
  *    reads x row min(t, n_tok - 1) and writes only t < n_tok) and reads W once for all of them.
  *    Shared memory is T n_in 1.25 bytes; T is capped so that it stays <= 100 KB (two CTAs per SM):
  *    n_in 4096 takes 16 tokens per pass, 14336 four (n_tok 8 on the down projection: two passes).
- *  - Rows per warp R by n_out (enough warps to fill the chip: >= 2048 at R = 2 for 4096 rows),
- *    at most 2 from T = 8 (registers).
+ *  - Rows per warp R, U loads in flight per lane and row: n_tok 1 R1U4 (R4U4 for n_in >= 8192), as
+ *    measured (below); n_tok >= 2 R by n_out (R = 2 for 4096 rows: >= 2048 warps), at most 2 from
+ *    T = 8 (registers). Each warp owns a contiguous, balanced share of the rows (n_out / warps, +-1):
+ *    with the persistent grid, whole row groups per warp left 52 of 396 CTAs with a second round on
+ *    the 14336-row matrices.
+ *  - Each warp L2-prefetches its first rows right after cuk_pdl_wait, so the weight stream starts
+ *    while the CTA rounds x (the bench variant "dq early" issues it before the wait).
+ *  - q4_1 is computed centred: d_w d_x sum((nib - 8) q) + (m + 8 d_w) sum(x). The x rounding error
+ *    then meets (nib - 8) d_w instead of nib d_w: half the error (the first GPU run measured 1.02e-2
+ *    relative with nib d_w).
+ *
+ * Measured (H200, bench/bench_cuda_gemv.c, 2026-12-02, copy 4.23 TB/s, effective TB/s incl. x and y;
+ * two runs, PDL on / off, spread 5-10% on the small shapes). n_tok 1, q4_0, shapes wq 4096x4096,
+ * wk 1024x4096, gate 14336x4096, down 4096x14336, output 128256x4096:
+ *   float-decoding kernel (before):  1.49 / 0.75 / 2.03 / 2.13 / 2.68
+ *   dp4a R1U4:                       1.74 / 0.79 / 2.88 / 1.96 / 3.95   (run 2; 1.63 / 0.66 / 2.79 / 1.89 / 3.92)
+ *   dp4a R4U4:                       1.73 / 0.60 / 2.86 / 2.20 / 3.99   (run 2; 1.55 / 0.52 / 2.71 / 2.11 / 4.00)
+ * n_tok 4 (one pass, dp4a vs the previous one n_tok = 1 pass per token): q4_0 1.23 / 0.42 / 1.96 /
+ * 1.55 / 3.34 vs 0.43 / 0.21 / 0.53 / 0.56 / 0.69; q4_1 1.34 / 0.45 / 2.06 / 1.69 / 3.45; q8_0 1.74 /
+ * 0.73 / 2.66 / 2.19 / 3.90 vs the multi-token float kernel's 1.34 / 0.91 / 1.52 / 1.64 / 1.59.
+ * The matrices of 9-33 MB stay at 40-70% of copy: a kernel there lasts 3-15 us, of which the x
+ * prologue (an L2 round trip per 2 items per thread) and the launch/drain edges are a large share.
+ * Registers (ptxas): 54-80 for the n_tok 1 picks (3 CTAs of 256 per SM), 87-128 for the rest, no
+ * spills.
  *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
@@ -298,8 +320,15 @@ template <int K, int T>
 cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early)
 {
     if (R == 0) {
-        R = w->n_out >= 8192 ? 4 : w->n_out >= 4096 ? 2 : 1;
-        if (T >= 8 && R > 2) R = 2; /* U stays 0 (callers pass 0 with R 0): the automatic U below */
+        if constexpr (T == 1) {
+            /* best or within noise of the best variant on every Llama-3-8B shape in two H200 runs
+             * (2026-12-02): R1U4 on n_in 4096, R4U4 on the down projection (n_in 14336) */
+            R = w->n_in >= 8192 ? 4 : 1;
+            U = 4;
+        } else {
+            R = w->n_out >= 8192 ? 4 : w->n_out >= 4096 ? 2 : 1;
+            if (T >= 8 && R > 2) R = 2; /* U stays 0: the automatic U below */
+        }
     }
     (void)U; /* only the T = 1 tuning pairs look at it */
     if constexpr (T == 1) {
