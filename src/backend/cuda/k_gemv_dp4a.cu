@@ -50,8 +50,8 @@
  * 0.73 / 2.66 / 2.19 / 3.90 vs the multi-token float kernel's 1.34 / 0.91 / 1.52 / 1.64 / 1.59.
  * The matrices of 9-33 MB stay at 40-70% of copy: a kernel there lasts 3-15 us, of which the x
  * prologue (an L2 round trip per 2 items per thread) and the launch/drain edges are a large share.
- * Registers (ptxas): 54-80 for the n_tok 1 picks (3 CTAs of 256 per SM), 87-128 for the rest, no
- * spills.
+ * Registers (ptxas): 54-56 for R1U4 (3 CTAs of 256 per SM by __launch_bounds__), 125-128 for R4U4
+ * (2 CTAs), 68-128 for the multi-token kernels; no spills, no stack.
  *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
