@@ -82,6 +82,10 @@ uint16_t dtype_f32_to_bf16(float f); /* round to nearest even, NaN -> quiet NaN 
 /* Row conversions; use F16C when the CPU has it (same results as the scalar ones). */
 void dtype_f16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 void dtype_f32_to_f16_row(const float *x, uint16_t *y, int64_t n);
+/* The row converter dtype_f16_to_f32_row would use, picked now. The per-call check reads CPUID, which
+ * traps to the hypervisor in a VM (~1-2 us): hot loops take the function once and keep it. */
+typedef void (*dtype_f16_row_fn)(const uint16_t *x, float *y, int64_t n);
+dtype_f16_row_fn dtype_f16_to_f32_row_fn(void);
 void dtype_bf16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 void dtype_f32_to_bf16_row(const float *x, uint16_t *y, int64_t n);
 

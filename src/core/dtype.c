@@ -177,6 +177,19 @@ void dtype_f16_to_f32_row(const uint16_t *x, float *y, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = dtype_f16_to_f32(x[i]);
 }
 
+static void f16_to_f32_scalar(const uint16_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = dtype_f16_to_f32(x[i]);
+}
+
+dtype_f16_row_fn dtype_f16_to_f32_row_fn(void)
+{
+#ifdef DTYPE_X86
+    if (has_f16c()) return f16_to_f32_f16c;
+#endif
+    return f16_to_f32_scalar;
+}
+
 void dtype_f32_to_f16_row(const float *x, uint16_t *y, int64_t n)
 {
 #ifdef DTYPE_X86

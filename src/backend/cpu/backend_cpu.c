@@ -22,6 +22,7 @@
 typedef struct cpu_be {
     threadpool *pool;
     cpu_isa isa;
+    dtype_f16_row_fn f16_row; /* picked once: the per-call CPUID check costs a VM exit */
     void *work;        /* matmul scratch (quantized activations), grown by matmul_reserve */
     size_t work_size;
 } cpu_be;
@@ -209,14 +210,28 @@ static ai_status cb_matmul(void *ctx, const backend_weight *w, const float *x, i
 // --- paged attention ------------------------------------------------------------------------
 
 
-static float kv_at(const void *cache, dtype t, size_t i)
+/* One (query token, head) per task. Each thread's scratch: scores (max_seq_len), then one K row and one V
+ * row converted to f32 (F16C through dtype_f16_to_f32_row for an f16 cache), so the products run on
+ * the vectorized f32 dot of the CPU kernels instead of a scalar conversion per element. */
+typedef struct attn_ctx {
+    const backend_attn *a;
+    cpu_dot_fn dot;
+    dtype_f16_row_fn f16_row;
+} attn_ctx;
+
+static size_t attn_stride(const backend_attn *a) { return (size_t)a->max_seq_len + (size_t)a->head_dim + (size_t)a->head_dim_v; }
+
+static const float *kv_row(const attn_ctx *c, const void *cache, size_t base, int32_t n, float *buf)
 {
-    return t == DTYPE_F16 ? dtype_f16_to_f32(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
+    if (c->a->kv_type == DTYPE_F32) return (const float *)cache + base;
+    c->f16_row((const uint16_t *)cache + base, buf, n);
+    return buf;
 }
 
 static void attn_task(void *ctx, int64_t task, int thread)
 {
-    const backend_attn *a = ctx;
+    const attn_ctx *c = ctx;
+    const backend_attn *a = c->a;
     int32_t t = (int32_t)(task / a->n_head), h = (int32_t)(task % a->n_head);
     int32_t lo = 0, hi = a->n_seq - 1; /* the sequence s with q_start[s] <= t < q_start[s+1] */
     while (lo < hi) {
@@ -230,15 +245,14 @@ static void attn_task(void *ctx, int64_t task, int thread)
     size_t kvd = (size_t)a->n_head_kv * (size_t)a->head_dim, kvdv = (size_t)a->n_head_kv * (size_t)a->head_dim_v;
     const float *q = a->q + t * a->q_stride + (int64_t)h * a->head_dim;
     float *out = a->out + ((int64_t)t * a->n_head + h) * a->head_dim_v;
-    float *scores = (float *)a->work + (size_t)thread * (size_t)a->max_seq_len;
+    float *scores = (float *)a->work + (size_t)thread * attn_stride(a);
+    float *kbuf = scores + a->max_seq_len, *vbuf = kbuf + a->head_dim;
     const int32_t *bt = a->block_tables + (size_t)s * (size_t)a->max_blocks;
     float mx = -INFINITY;
     for (int32_t j = 0; j <= p; j++) {
         size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
-        size_t base = row * kvd + (size_t)kvh * (size_t)a->head_dim;
-        float d = 0;
-        for (int32_t i = 0; i < a->head_dim; i++) d += q[i] * kv_at(a->k_cache, a->kv_type, base + (size_t)i);
-        scores[j] = d * a->scale;
+        const float *k = kv_row(c, a->k_cache, row * kvd + (size_t)kvh * (size_t)a->head_dim, a->head_dim, kbuf);
+        scores[j] = c->dot(a->head_dim, k, q) * a->scale;
         if (scores[j] > mx) mx = scores[j];
     }
     float sum = 0;
@@ -249,16 +263,17 @@ static void attn_task(void *ctx, int64_t task, int thread)
     for (int32_t i = 0; i < a->head_dim_v; i++) out[i] = 0;
     for (int32_t j = 0; j <= p; j++) {
         size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
-        size_t base = row * kvdv + (size_t)kvh * (size_t)a->head_dim_v;
+        const float *v = kv_row(c, a->v_cache, row * kvdv + (size_t)kvh * (size_t)a->head_dim_v,
+                                a->head_dim_v, vbuf);
         float w = scores[j] / sum;
-        for (int32_t i = 0; i < a->head_dim_v; i++) out[i] += w * kv_at(a->v_cache, a->kv_type, base + (size_t)i);
+        for (int32_t i = 0; i < a->head_dim_v; i++) out[i] += w * v[i];
     }
 }
 
 static size_t cb_attention_work_size(void *ctx, const backend_attn *a)
 {
     cpu_be *b = ctx;
-    return (size_t)threadpool_n_threads(b->pool) * (size_t)a->max_seq_len * sizeof(float);
+    return (size_t)threadpool_n_threads(b->pool) * attn_stride(a) * sizeof(float);
 }
 
 static ai_status cb_attention(void *ctx, const backend_attn *a, ai_err *err)
@@ -266,7 +281,9 @@ static ai_status cb_attention(void *ctx, const backend_attn *a, ai_err *err)
     cpu_be *b = ctx;
     if (a->work_size < cb_attention_work_size(ctx, a))
         return ai_err_set(err, AI_ERR_INVALID, "cpu attention: work of %zu bytes is too small", a->work_size);
-    threadpool_run(b->pool, (int64_t)a->n_tok * a->n_head, attn_task, (void *)a);
+    attn_ctx c = {.a = a, .dot = cpu_dot_get(b->isa, DTYPE_F32), .f16_row = b->f16_row};
+    if (!c.dot) c.dot = cpu_dot_get(CPU_ISA_SCALAR, DTYPE_F32);
+    threadpool_run(b->pool, (int64_t)a->n_tok * a->n_head, attn_task, &c);
     return AI_OK;
 }
 
@@ -339,6 +356,7 @@ ai_status backend_cpu_init(backend *out, int n_threads, ai_err *err)
     cpu_be *b = calloc(1, sizeof *b);
     if (!b) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: out of memory");
     b->isa = cpu_isa_best();
+    b->f16_row = dtype_f16_to_f32_row_fn();
     ai_status st = threadpool_init(&b->pool, n_threads, err);
     if (st != AI_OK) {
         free(b);
