@@ -151,9 +151,10 @@ fuzz: data
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
+# (the .d file of a bench names headers as prerequisites of the binary: link only the .c and the library)
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libaiinfra.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(DEPS_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.c %.a,$^) $(DEPS_LIBS)
 
 bench: all data venv $(BENCH_BINS)
 	@PY=$(PY) scripts/bench_tokenizer.sh $(BUILD)/aiinfra $(TOKDATA)
