@@ -31,7 +31,8 @@ static int usage(void)
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
             "                     [--no-graphs] [--threads N] [--seed S] [--json]\n"
-            "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n");
+            "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
+            "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
     return 2;
 }
 
@@ -123,6 +124,7 @@ static ai_status prefill_all(runner *r, const int32_t *toks, const int32_t *bt, 
 
 int cmd_bench(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_bench_serve(argc - 1, argv + 1);
     bench_opts o;
     if (!parse(argc, argv, &o)) return usage();
     ai_err err = {0};
