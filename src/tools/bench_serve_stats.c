@@ -146,6 +146,7 @@ static void print_json(const bs_config *c, const bs_metrics *m)
     else cJSON_AddStringToObject(j, "request_rate", "inf");
     if (c->max_concurrency > 0) cJSON_AddNumberToObject(j, "max_concurrency", c->max_concurrency);
     else cJSON_AddNullToObject(j, "max_concurrency");
+    cJSON_AddNumberToObject(j, "max_concurrent_requests", m->peak_concurrency);
     cJSON_AddNumberToObject(j, "completed", m->completed);
     cJSON_AddNumberToObject(j, "failed", m->failed);
     cJSON_AddNumberToObject(j, "duration", m->duration);
@@ -204,6 +205,7 @@ void bs_report_print(const bs_config *c, const bs_metrics *m, bool json)
     if (isfinite(c->request_rate)) printf("%-40s%.2f\n", "Request rate configured (RPS):", c->request_rate);
     else printf("%-40s%s\n", "Request rate configured (RPS):", "inf");
     printf("%-40s%.2f\n", "Benchmark duration (s):", m->duration);
+    printf("%-40s%d\n", "Peak concurrent requests:", m->peak_concurrency);
     printf("%-40s%lld%s\n", "Total input tokens:", m->total_input,
            m->prompt_from_usage < m->completed ? " (some estimated: no usage)" : "");
     printf("%-40s%lld\n", "Total generated tokens:", m->total_output);

@@ -53,6 +53,7 @@ typedef struct bs_errkind {
 /* The numbers of one run; latencies in ms. */
 typedef struct bs_metrics {
     int num_prompts, completed, failed, good, prompt_from_usage;
+    int peak_concurrency; /* most requests in flight at once (filled by the caller) */
     double duration; /* s: start of the run to the last finished request */
     long long total_input, total_output;
     double request_throughput, request_goodput, output_throughput, total_token_throughput;

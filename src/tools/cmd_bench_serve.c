@@ -70,6 +70,7 @@ typedef struct bs_run {
     size_t n_itl, cap_itl;
     bs_errkind errs[MAX_ERROR_KINDS];
     int n_errkinds;
+    int peak_active; /* most requests in flight at once */
     double end_t; /* time of the last completion */
 } bs_run;
 
@@ -457,6 +458,7 @@ static void run_requests(bs_run *run, const double *arrival)
             else finished++;
             next++;
         }
+        if (active > run->peak_active) run->peak_active = active;
         int running = 0;
         curl_multi_perform(run->multi, &running);
         CURLMsg *m;
@@ -555,6 +557,7 @@ int cmd_bench_serve(int argc, char **argv)
     run_requests(&run, arrival);
     bs_metrics m;
     bs_metrics_compute(run.res, n, run.itl, run.n_itl, &o.slo, run.end_t, &m);
+    m.peak_concurrency = run.peak_active;
     bs_config cfg = {.url = o.url, .endpoint = o.endpoint, .model = run.model, .dataset = o.dataset,
                      .request_rate = o.request_rate, .max_concurrency = o.max_concurrency, .slo = o.slo,
                      .errs = run.errs, .n_errs = run.n_errkinds};

@@ -11,6 +11,7 @@ of requests in flight at once (a request stops counting before its final "[DONE]
 client that starts the next request on [DONE] is never seen as over its limit).
 """
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ class MockConfig:
     malformed_every: int = 0     # request k with k % malformed_every == 0 gets a broken data event
     hang: bool = False           # never answer (until the client gives up)
     crlf: bool = False           # end SSE lines with \r\n
+    split: int = 0               # > 0: write each event in pieces of this many bytes, 1 ms apart
 
 
 class MockServer:
@@ -47,6 +49,10 @@ class MockServer:
 
             def log_message(self, *args):
                 pass
+
+            def setup(self):
+                super().setup()
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay per chunk
 
             def do_GET(self):
                 if self.path == "/v1/models":
@@ -146,7 +152,13 @@ class MockServer:
             h.wfile.flush()
 
         def event(obj):
-            chunk("data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + eol + eol)
+            text = "data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + eol + eol
+            if not cfg.split:
+                chunk(text)
+                return
+            for i in range(0, len(text), cfg.split):
+                chunk(text[i:i + cfg.split])
+                time.sleep(0.001)
 
         def choice(text):
             return {"id": f"cmpl-{k}", "object": "text_completion", "model": "mock-model",

@@ -21,7 +21,7 @@ from mock_openai_server import MockConfig, MockServer  # noqa: E402
 JSON_KEYS = [
     "completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
     "request_goodput", "output_throughput", "total_token_throughput", "num_prompts", "request_rate",
-    "max_concurrency", "errors",
+    "max_concurrency", "max_concurrent_requests", "errors",
 ] + [f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std", "p99")]
 
 
@@ -88,12 +88,20 @@ def test_tokens_without_usage_count_nonempty_chunks(bench):
     assert r["input_tokens_from_usage"] == 0 and r["total_input_tokens"] == 5 * 8  # estimate: I words
 
 
+def test_events_split_across_reads(bench):
+    # every event arrives in 5-byte pieces (lines and "\r\n" cut anywhere): the parser reassembles them
+    with MockServer(MockConfig(split=5, crlf=True, n_chunks=4)) as m:
+        r = run_json(bench, m.url, "--num-prompts", 3, "--input-len", 4)
+    assert (r["completed"], r["failed"]) == (3, 0)
+    assert r["total_output_tokens"] == 12 and r["total_input_tokens"] == 12
+
+
 def test_max_concurrency_honored(bench):
     cfg = MockConfig(first_delay=0.02, delay=0.01, n_chunks=5)
     with MockServer(cfg) as m:
         r = run_json(bench, m.url, "--num-prompts", 12, "--max-concurrency", 3, "--input-len", 4)
     assert r["completed"] == 12 and r["max_concurrency"] == 3
-    assert m.max_active == 3
+    assert m.max_active == 3 and r["max_concurrent_requests"] == 3
     with MockServer(cfg) as m:
         r = run_json(bench, m.url, "--num-prompts", 10, "--input-len", 4)  # unlimited: all at once
     assert r["completed"] == 10 and m.max_active >= 8
