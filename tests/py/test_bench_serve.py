@@ -65,10 +65,12 @@ def test_counts_and_latencies(bench):
         assert b["max_tokens"] == 10 and b["ignore_eos"] is True and b["model"] == "mock-model"
         assert len(b["prompt"].split()) == 16
     assert len({q["body"]["prompt"] for q in m.requests}) == 8  # prompts differ
-    assert abs(r["median_ttft_ms"] - 50) <= 25
-    assert abs(r["median_itl_ms"] - 20) <= 10
-    assert abs(r["median_tpot_ms"] - 20) <= 10
-    assert abs(r["median_e2el_ms"] - (50 + 9 * 20)) <= 60
+    # the mock's delays are lower bounds: a loaded machine adds, never subtracts (beyond timer jitter)
+    lat = {k: round(v, 1) for k, v in r.items() if k.endswith("_ms")}
+    assert 45 <= r["median_ttft_ms"] <= 50 + 40, lat
+    assert abs(r["median_itl_ms"] - 20) <= 10, lat
+    assert abs(r["median_tpot_ms"] - 20) <= 10, lat
+    assert 50 + 9 * 20 - 20 <= r["median_e2el_ms"] <= 50 + 9 * 20 + 90, lat
     assert r["p99_e2el_ms"] >= r["median_e2el_ms"] >= r["median_ttft_ms"]
     assert r["duration"] > 0
     assert r["request_throughput"] == pytest.approx(8 / r["duration"], rel=1e-6)
