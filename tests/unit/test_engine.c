@@ -385,6 +385,36 @@ static void test_preemption(void **state)
     fix_close(&f);
 }
 
+/* A sequence alone outgrows the pool (8 blocks of 4 = 32 tokens): the scheduler finishes it NO_SPACE and
+ * the engine reports LENGTH with the tokens generated so far (a valid truncated answer). */
+static void test_no_space(void **state)
+{
+    engine_params p = {.max_num_seqs = 2, .max_num_batched_tokens = 16, .n_ctx = 128, .block_size = 4, .kv_blocks = 8};
+    fix f;
+    fix_open(&f, "llama", &p);
+    int32_t nv = f.m->cfg.n_vocab, prompt[40], ref[64];
+    make_prompt(prompt, 40, 4242, nv);
+    sampler_params sp = greedy_params(0);  /* to the context end (128), far beyond the pool */
+    sp.ignore_eos = true;
+    sampler_params ref_sp = greedy_params(20);
+    ref_sp.ignore_eos = true;
+    int32_t n_ref = reference(&f, prompt, 20, &ref_sp, ref, NULL, NULL);
+    rec *r = calloc(1, sizeof *r);
+    submit(&f, r, prompt, 20, &sp, NULL, 0, 1);
+    wait_recs(&f.sk, r, 1);
+    assert_false(r->error);
+    assert_int_equal(r->finish[0], ENGINE_FINISH_LENGTH);
+    assert_true(r->n_tok[0] >= 12 && r->n_tok[0] <= 13);  /* 32 tokens computed, the last one sampled */
+    expect_tokens(r, 0, ref, r->n_tok[0] <= n_ref ? r->n_tok[0] : n_ref, "no space");
+    /* a prompt larger than the pool is refused at once */
+    engine_request rq = {.prompt = prompt, .n_prompt = 32, .sp = sp, .on_event = on_event, .user = r};
+    ai_err err = {0};
+    uint64_t id;
+    assert_int_equal(engine_submit(f.e, &rq, &id, &err), AI_ERR_RANGE);
+    free(r);
+    fix_close(&f);
+}
+
 // --- 5. aborts -------------------------------------------------------------------------------------------------
 
 typedef struct aborter {
@@ -730,6 +760,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_greedy),       cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_chunked_prefill),  cmocka_unit_test(test_preemption),
+        cmocka_unit_test(test_no_space),
         cmocka_unit_test(test_abort),            cmocka_unit_test(test_stops_and_length),
         cmocka_unit_test(test_n_samples),        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_prefix_cache),     cmocka_unit_test(test_bad_requests),
