@@ -58,6 +58,10 @@ static int est_tokens(size_t chars)
 
 ai_status bs_dataset_random(bs_dataset *d, int n, int input_len, int output_len, uint64_t seed, ai_err *err)
 {
+    memset(d, 0, sizeof *d);
+    if ((double)n * input_len > (double)(1 << 28)) /* ~1.5 GiB of prompt text */
+        return ai_err_set(err, AI_ERR_RANGE, "random dataset: %d prompts x %d words is more than 2^28 words", n,
+                          input_len);
     ai_status st = alloc_arrays(d, n, err);
     if (st) return st;
     uint64_t rng = seed ^ 0x70726f6d707473ull; /* "prompts" */

@@ -50,8 +50,8 @@
 #include "tools/bench_serve_sse.h"
 #include "tools/bench_serve_stats.h"
 #include "tools/cli.h"
+#include "tools/commands.h"
 
-int cmd_bench_serve(int argc, char **argv);
 
 enum { MAX_ERROR_KINDS = 16, SSE_MAX_LINE = 8 << 20 };
 

@@ -1,7 +1,7 @@
 """A mock OpenAI-compatible completions server for testing `aiinfra bench serve` (tooling).
 
 A threaded http.server speaking HTTP/1.1 with chunked transfer encoding (as a real streaming server
-does). POST /v1/completions with "stream": true answers with SSE chunks:
+does). POST /v1/completions (or /v1/chat/completions, text in choices[0].delta.content) with "stream": true answers with SSE chunks:
     data: {"choices": [{"index": 0, "text": "t0 ", ...}], "usage": null}\n\n   (n chunks)
     data: {"choices": [], "usage": {"prompt_tokens": P, "completion_tokens": n, ...}}\n\n
     data: [DONE]\n\n
@@ -107,7 +107,7 @@ class MockServer:
             rec["body"] = None
         cfg = self.config
         try:
-            if rec["body"] is None or h.path != "/v1/completions":
+            if rec["body"] is None or h.path not in ("/v1/completions", "/v1/chat/completions"):
                 self._finish(rec, h, 400, {"error": {"message": "bad request"}})
             elif cfg.fail_every and k % cfg.fail_every == 0:
                 self._finish(rec, h, cfg.fail_status, {"error": {"message": "mock failure", "code": cfg.fail_status}})
@@ -160,7 +160,12 @@ class MockServer:
                 chunk(text[i:i + cfg.split])
                 time.sleep(0.001)
 
+        chat = rec["path"] == "/v1/chat/completions"
+
         def choice(text):
+            if chat:
+                return {"id": f"chatcmpl-{k}", "object": "chat.completion.chunk", "model": "mock-model",
+                        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}], "usage": None}
             return {"id": f"cmpl-{k}", "object": "text_completion", "model": "mock-model",
                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}], "usage": None}
 
@@ -176,7 +181,8 @@ class MockServer:
             event(choice(f"t{i} "))
         want_usage = cfg.usage and (body.get("stream_options") or {}).get("include_usage")
         if want_usage:
-            p = len(str(body.get("prompt", "")).split())
+            prompt = body["messages"][0]["content"] if chat else body.get("prompt", "")
+            p = len(str(prompt).split())
             event({"id": f"cmpl-{k}", "object": "text_completion", "choices": [],
                    "usage": {"prompt_tokens": p, "completion_tokens": n_tok, "total_tokens": p + n_tok}})
         self._leave(rec)

@@ -98,6 +98,16 @@ def test_events_split_across_reads(bench):
     assert r["total_output_tokens"] == 12 and r["total_input_tokens"] == 12
 
 
+def test_chat_endpoint(bench):
+    with MockServer(MockConfig(n_chunks=5)) as m:
+        r = run_json(bench, m.url, "--endpoint", "/v1/chat/completions", "--num-prompts", 3, "--input-len", 6)
+    assert (r["completed"], r["failed"]) == (3, 0) and r["total_output_tokens"] == 15
+    assert r["total_input_tokens"] == 18
+    for q in m.requests:
+        assert q["path"] == "/v1/chat/completions"
+        assert q["body"]["messages"][0]["role"] == "user" and len(q["body"]["messages"][0]["content"].split()) == 6
+
+
 def test_max_concurrency_honored(bench):
     cfg = MockConfig(first_delay=0.02, delay=0.01, n_chunks=5)
     with MockServer(cfg) as m:
@@ -227,7 +237,8 @@ def test_bad_arguments_exit_2(bench, tmp_path):
     for args in ([], ["--url", "127.0.0.1:1"], ["--url", "http://x", "--request-rate", "-1"],
                  ["--url", "http://x", "--goodput", "ttfx:5"], ["--url", "http://x", "--goodput"],
                  ["--url", "http://x", "--num-prompts", "0"], ["--url", "http://x", "--bogus", "1"],
-                 ["--url", "http://x", "--timeout"], ["--url", "http://x", "--endpoint", "v1/completions"]):
+                 ["--url", "http://x", "--timeout"], ["--url", "http://x", "--endpoint", "v1/completions"],
+                 ["--url", "http://x", "--request-rate", "fast"], ["--url", "http://x", "--max-concurrency", "0"]):
         p = bench(args)
         assert p.returncode == 2, (args, p.stderr)
         assert b"usage:" in p.stderr
@@ -237,3 +248,5 @@ def test_bad_arguments_exit_2(bench, tmp_path):
     assert p.returncode == 1 and b"not valid JSON" in p.stderr
     p = bench(["--url", "http://127.0.0.1:9", "--dataset", tmp_path / "absent.json"])
     assert p.returncode == 1 and b"absent.json" in p.stderr
+    p = bench(["--url", "http://127.0.0.1:9", "--num-prompts", 1000000, "--input-len", 100000])
+    assert p.returncode == 1 and b"2^28 words" in p.stderr  # refused, not an out-of-memory kill
