@@ -50,6 +50,10 @@ static bool process_line(bs_sse *s, const char *l, size_t n, bs_sse_event_fn fn,
     if (name_len != 4 || memcmp(l, "data", 4)) return true;
     const char *v = colon ? colon + 1 : l + n;
     if (v < l + n && *v == ' ') v++;
+    if (s->data.len + (size_t)(l + n - v) > s->max_line) { /* many data lines, no blank line */
+        if (why) *why = "event too long";
+        return false;
+    }
     buf_append(&s->data, v, (size_t)(l + n - v));
     buf_putc(&s->data, '\n');
     if (s->data.oom) {

@@ -21,14 +21,15 @@ typedef struct bs_sse {
     buf data;       /* data lines of the current event, each followed by '\n' */
     bool have_data; /* a data line was seen since the last dispatch */
     bool after_cr;  /* the last byte was '\r': a following '\n' belongs to the same line end */
-    size_t max_line; /* a longer line is an error (bounds memory on a garbage stream) */
+    size_t max_line; /* a longer line or event is an error (bounds memory on a garbage stream) */
 } bs_sse;
 
 void bs_sse_init(bs_sse *s, size_t max_line);
 void bs_sse_free(bs_sse *s);
 
 /* Feeds n bytes. Returns false when the callback asked to stop or the input is unusable; *why
- * (when not NULL) then names the reason ("line too long", "out of memory" or NULL for a callback stop). */
+ * (when not NULL) then names the reason ("line too long", "event too long", "out of memory", or NULL
+ * when the callback stopped it). */
 bool bs_sse_feed(bs_sse *s, const char *p, size_t n, bs_sse_event_fn fn, void *user, const char **why);
 
 /* End of stream: dispatches a pending event that lacked its final blank line. Same return as feed. */

@@ -53,7 +53,7 @@
 #include "tools/commands.h"
 
 
-enum { MAX_ERROR_KINDS = 16, SSE_MAX_LINE = 8 << 20 };
+enum { MAX_ERROR_KINDS = 16, SSE_MAX_LINE = 1 << 20 };
 
 typedef struct bs_opts {
     const char *url, *endpoint, *model, *api_key, *dataset;

@@ -31,6 +31,7 @@ class MockConfig:
     malformed_every: int = 0     # request k with k % malformed_every == 0 gets a broken data event
     hang: bool = False           # never answer (until the client gives up)
     crlf: bool = False           # end SSE lines with \r\n
+    garbage: int = 0             # > 0: the 200 stream is this many bytes of 'x' with no line end
     split: int = 0               # > 0: write each event in pieces of this many bytes, 1 ms apart
 
 
@@ -169,6 +170,12 @@ class MockServer:
             return {"id": f"cmpl-{k}", "object": "text_completion", "model": "mock-model",
                     "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": None}], "usage": None}
 
+        if cfg.garbage:
+            for _ in range(0, cfg.garbage, 65536):
+                chunk("x" * 65536)
+            self._leave(rec)
+            chunk("")
+            return
         if cfg.role_chunk:
             event(choice(""))
         time.sleep(cfg.first_delay)

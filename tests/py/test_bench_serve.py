@@ -164,6 +164,9 @@ def test_malformed_and_truncated_streams(bench):
     assert (r["completed"], r["failed"]) == (4, 4)
     assert sum(v for k, v in r["errors"].items() if k.startswith("malformed SSE")) == 4
     assert r["total_output_tokens"] == 4 * 6
+    with MockServer(MockConfig(garbage=3 << 20)) as m:  # 3 MiB without a line end: refused at 1 MiB
+        r = run_json(bench, m.url, "--num-prompts", 2, "--input-len", 4)
+    assert (r["completed"], r["failed"]) == (0, 2) and r["errors"] == {"malformed SSE: line too long": 2}
     with MockServer(MockConfig(send_done=False, n_chunks=3)) as m:
         r = run_json(bench, m.url, "--num-prompts", 3, "--input-len", 4)
     assert (r["completed"], r["failed"]) == (0, 3)
