@@ -328,7 +328,7 @@ static void run_many(const char *model_name, const engine_params *p, int n_req, 
     for (int i = 0; i < n_req; i++) gen += (uint64_t)n_ref[i];
     assert_int_equal(m.generation_tokens_total, gen);
     if (print)
-        printf("  %d requests: %llu steps, scheduler %.1f us/step, step %.2f ms (CPU backend, ASan)\n", n_req,
+        printf("  %d requests: %llu steps, scheduler %.1f us/step, step %.2f ms (tiny model, CPU backend)\n", n_req,
                (unsigned long long)m.steps, 1e6 * m.scheduler_seconds / (double)m.steps,
                1e3 * m.step_seconds / (double)m.steps);
     free(prompts);
