@@ -535,7 +535,7 @@ ai_status server_run(server *s, ai_err *err)
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->port, NULL, NULL, handle, s,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024,
                                  MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,

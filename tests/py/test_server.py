@@ -15,6 +15,7 @@ server keeps serving. The whole file runs in well under a minute on 2 cores.
 import json
 import math
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -33,6 +34,7 @@ KEY = "test-key"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 HF_TOK = Tokenizer.from_file(str(FIXTURE / "tokenizer.json"))
 N_CTX = 256
+HTTP = httpx.Client(timeout=30)  # one pooled client: polling /metrics costs ~ms, not a TLS context each
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def auth():
 
 
 def metrics(srv):
-    text = httpx.get(srv.url + "/metrics", timeout=10).text
+    text = HTTP.get(srv.url + "/metrics").text
     out = {}
     for line in text.splitlines():
         m = re.match(r"^([a-z_:]+)(\{[^}]*\})? (\S+)$", line)
@@ -402,15 +404,16 @@ def test_sigterm_drains_in_flight(aiinfra_bin, model_dir):
     results = {}
 
     def go(i):
-        results[i] = _post(s.url, 200, stream=bool(i % 2))
+        results[i] = _post(s.url, 240, stream=bool(i % 2))
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]  # 2 streamed, 2 not
     for t in threads:
         t.start()
     deadline = time.time() + 20
     while time.time() < deadline and metric(s, "vllm:num_requests_running") < 4:
-        time.sleep(0.02)
-    s.proc.send_signal(__import__("signal").SIGTERM)
+        time.sleep(0.005)
+    assert metric(s, "vllm:num_requests_running") == 4  # all in flight when the signal arrives
+    s.proc.send_signal(signal.SIGTERM)
     time.sleep(0.05)
     try:  # while draining: /health says 503 (unless the drain already finished)
         h = httpx.get(s.url + "/health", timeout=5)
@@ -425,7 +428,7 @@ def test_sigterm_drains_in_flight(aiinfra_bin, model_dir):
         if i % 2:
             assert r.text.rstrip().endswith("data: [DONE]") and '"finish_reason":"length"' in r.text
         else:
-            assert r.json()["usage"]["completion_tokens"] == 200
+            assert r.json()["usage"]["completion_tokens"] == 240
     assert len(results) == 4
     assert s.stop() == 0, s.stderr()
     assert "draining" in s.stderr()
