@@ -432,3 +432,19 @@ def test_sigterm_drains_in_flight(aiinfra_bin, model_dir):
     assert len(results) == 4
     assert s.stop() == 0, s.stderr()
     assert "draining" in s.stderr()
+
+
+def test_model_without_chat_template(aiinfra_bin):
+    """The fixture as shipped has no chat template: chat answers 400 naming messages, completions work."""
+    s = start_or_skip(aiinfra_bin, FIXTURE)
+    try:
+        r = HTTP.post(s.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "messages"
+        assert "chat template" in r.json()["error"]["message"]
+        r = HTTP.post(s.url + "/tokenize", json={"messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 400
+        r = HTTP.post(s.url + "/v1/completions", json={"prompt": EXPECTED["prompts"][0]["ids"], "max_tokens": 16,
+                                                       "temperature": 0, "ignore_eos": True})
+        assert r.json()["choices"][0]["text"] == HF_TOK.decode(EXPECTED["prompts"][0]["greedy"])
+    finally:
+        assert s.stop() == 0, s.stderr()
