@@ -652,6 +652,51 @@ static void test_logprobs(void **state)
     fix_close(&f);
 }
 
+/* Everything at once in a small pool: greedy requests and seeded n = 3 requests (forks, copy-on-write,
+ * fork refused at max_num_seqs, preemption of forked samples, chunked prefill). Each greedy request must
+ * equal generate_run; each sample k of an n = 3 request must equal the same request with n = 1 and seed
+ * + k run alone afterwards. */
+static void test_mixed_stress(void **state)
+{
+    engine_params p = {.max_num_seqs = 6, .max_num_batched_tokens = 16, .n_ctx = 128, .block_size = 4, .kv_blocks = 40};
+    fix f;
+    fix_open(&f, "llama", &p);
+    enum { NG = 6, NS = 3 };
+    int32_t nv = f.m->cfg.n_vocab, prompts[NG + NS][30], refs[NG][32], n_ref[NG];
+    rec *recs = calloc(NG + NS + 1, sizeof *recs);
+    sampler_params g = greedy_params(20), sm = sampler_params_default();
+    g.ignore_eos = true;
+    sm.temperature = 0.8f, sm.top_k = 50, sm.has_seed = true, sm.max_tokens = 18, sm.ignore_eos = true;
+    for (int i = 0; i < NG + NS; i++) make_prompt(prompts[i], 10 + 2 * i, 700 + (uint64_t)i, nv);
+    for (int i = 0; i < NG; i++) n_ref[i] = reference(&f, prompts[i], 10 + 2 * i, &g, refs[i], NULL, NULL);
+    for (int i = 0; i < NG + NS; i++) {
+        if (i < NG) {
+            submit(&f, &recs[i], prompts[i], 10 + 2 * i, &g, NULL, 0, 1);
+        } else {
+            sm.seed = 50 + (uint64_t)i;
+            submit(&f, &recs[i], prompts[i], 10 + 2 * i, &sm, NULL, 0, NS);
+        }
+    }
+    wait_recs(&f.sk, recs, NG + NS);
+    for (int i = 0; i < NG; i++) expect_tokens(&recs[i], 0, refs[i], n_ref[i], "mixed greedy");
+    engine_metrics m;
+    engine_get_metrics(f.e, &m);
+    assert_true(m.preemptions > 0);
+    rec *alone = &recs[NG + NS];
+    for (int i = NG; i < NG + NS; i++)
+        for (int k = 0; k < NS; k++) {
+            assert_int_equal(recs[i].n_tok[k], 18);
+            sm.seed = 50 + (uint64_t)i + (uint64_t)k;
+            submit(&f, alone, prompts[i], 10 + 2 * i, &sm, NULL, 0, 1);
+            wait_recs(&f.sk, alone, 1);
+            char what[48];
+            snprintf(what, sizeof what, "mixed request %d sample %d", i, k);
+            expect_tokens(alone, 0, recs[i].tok[k], 18, what);
+        }
+    free(recs);
+    fix_close(&f);
+}
+
 // --- 7. prefix cache -------------------------------------------------------------------------------------------
 
 static void test_prefix_cache(void **state)
@@ -760,7 +805,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_greedy),       cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_chunked_prefill),  cmocka_unit_test(test_preemption),
-        cmocka_unit_test(test_no_space),
+        cmocka_unit_test(test_no_space),         cmocka_unit_test(test_mixed_stress),
         cmocka_unit_test(test_abort),            cmocka_unit_test(test_stops_and_length),
         cmocka_unit_test(test_n_samples),        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_prefix_cache),     cmocka_unit_test(test_bad_requests),
