@@ -37,7 +37,6 @@ static bool plain_greedy(const sampler_params *sp)
            sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f && sp->logprobs < 0;
 }
 
-
 static uint64_t read_entropy(void)
 {
     uint64_t x = 0;
