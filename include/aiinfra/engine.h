@@ -44,6 +44,8 @@ typedef struct engine_params {
     bool disable_prefix_cache;
     int32_t max_waiting;            /* requests queued but not running at most; beyond: AI_ERR_RANGE
                                      * from engine_submit (HTTP 429/503); 0 = 1024 */
+    const model_config *random_cfg; /* with engine_init's m NULL: a synthetic model of this shape ... */
+    const struct runner_random *random; /* ... with these random weights (speed tests, runner.h) */
 } engine_params;
 
 typedef enum engine_ev_kind {
@@ -98,7 +100,8 @@ typedef struct engine_request {
     void *user;
 } engine_request;
 
-/* The model, tokenizer and backend must outlive the engine. Starts the worker thread. */
+/* The model, tokenizer and backend must outlive the engine. m NULL: random weights of p->random_cfg's
+ * shape (p->random). Starts the worker thread. */
 ai_status engine_init(engine **out, const model *m, const tokenizer *tok, backend *be, const engine_params *p,
                       ai_err *err);
 /* Aborts everything in flight (each gets its terminal event), joins the thread, frees. */

@@ -101,6 +101,9 @@ ai_status engine_init(engine **out, const model *m, const tokenizer *tok, backen
                           "max_waiting %d, n_ctx %d, kv_blocks %lld)",
                           (int)q.max_num_seqs, (int)q.max_num_batched_tokens, (int)q.max_waiting, (int)q.n_ctx,
                           (long long)q.kv_blocks);
+    if (!m && (!q.random_cfg || !q.random))
+        return ai_err_set(err, AI_ERR_INVALID, "engine: no model and no random_cfg/random");
+    const model_config *cfg = m ? &m->cfg : q.random_cfg;
     engine *e = calloc(1, sizeof *e);
     if (!e) return ai_err_set(err, AI_ERR_NOMEM, "engine: out of memory");
     pthread_mutex_init(&e->mu, NULL);
@@ -110,11 +113,12 @@ ai_status engine_init(engine **out, const model *m, const tokenizer *tok, backen
     e->m = m;
     e->tok = tok;
     e->p = q;
-    e->n_vocab = m->cfg.n_vocab;
+    e->cfg = *cfg;
+    e->n_vocab = cfg->n_vocab;
     e->entropy = read_entropy();
     runner_params rp = {.max_tokens = q.max_num_batched_tokens, .max_seqs = q.max_num_seqs, .n_ctx = q.n_ctx,
                         .block_size = q.block_size, .kv_blocks = q.kv_blocks};
-    ai_status st = runner_init(&e->run, be, &m->cfg, m, NULL, &rp, err);
+    ai_status st = runner_init(&e->run, be, cfg, m, m ? NULL : q.random, &rp, err);
     if (st != AI_OK) {
         engine_free(e);
         return ai_err_prefix(err, "engine");
@@ -306,5 +310,5 @@ void engine_get_metrics(engine *e, engine_metrics *out)
     pthread_mutex_unlock(&e->mu);
 }
 
-const model_config *engine_model_config(const engine *e) { return &e->m->cfg; }
+const model_config *engine_model_config(const engine *e) { return &e->cfg; }
 int32_t engine_n_ctx(const engine *e) { return e->n_ctx; }

@@ -68,7 +68,8 @@ bool seq_map_grow(seq_map *m);  /* doubles the table (64 the first time); false 
 // --- the engine ------------------------------------------------------------------------------------
 
 struct engine {
-    const model *m;
+    const model *m;              /* NULL for random weights */
+    model_config cfg;
     const tokenizer *tok;
     runner *run;
     scheduler *sch;
