@@ -46,8 +46,6 @@ typedef struct generate_session {
     const tokenizer *tok;    /* borrowed */
     sampler sm;
     tok_ids cached;          /* tokens whose K/V rows [0, len) are in the cache */
-    int32_t *eog;            /* (n_eog) ids that end generation (EOS, <|im_end|>, <|eot_id|>, ...) */
-    size_t n_eog;
 } generate_session;
 
 ai_status generate_session_init(generate_session *s, model_ctx *ctx, const tokenizer *tok, ai_err *err);

@@ -4,7 +4,7 @@
  *      ^                                                            |
  *      |                              sampler_sample + sampler_seq_accept
  *      |                                                            |
- *   forward(token) <-- RUNNING -- tok_stream_push --> stop_matcher_feed --> emit(text)
+ *   forward(token) <-- RUNNING -- text_stream_push (detokenize + stop strings, text_stream.c) --> emit(text)
  *
  * Invariants:
  *  1. s->cached holds exactly the tokens whose K/V rows are valid: the prompt, then every generated
@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "aiinfra/generate.h"
+#include "engine/text_stream.h"
 
 static double now_s(void)
 {
@@ -32,27 +33,13 @@ ai_status generate_session_init(generate_session *s, model_ctx *ctx, const token
     s->ctx = ctx;
     s->tok = tok;
     tok_ids_init(&s->cached);
-    int32_t nv = model_ctx_model(ctx)->cfg.n_vocab;
-    if (tokenizer_n_vocab(tok) < nv) nv = tokenizer_n_vocab(tok);
-    ai_status st = sampler_init(&s->sm, model_ctx_model(ctx)->cfg.n_vocab, err);
-    if (st != AI_OK) return st;
-    size_t n = 0;
-    for (int32_t i = 0; i < nv; i++) n += tokenizer_is_eog(tok, i);
-    s->eog = malloc((n ? n : 1) * sizeof *s->eog);
-    if (!s->eog) {
-        sampler_free(&s->sm);
-        return ai_err_set(err, AI_ERR_NOMEM, "generate: out of memory");
-    }
-    for (int32_t i = 0; i < nv; i++)
-        if (tokenizer_is_eog(tok, i)) s->eog[s->n_eog++] = i;
-    return AI_OK;
+    return sampler_init(&s->sm, model_ctx_model(ctx)->cfg.n_vocab, err);
 }
 
 void generate_session_free(generate_session *s)
 {
     sampler_free(&s->sm);
     tok_ids_free(&s->cached);
-    free(s->eog);
     memset(s, 0, sizeof *s);
 }
 
@@ -81,29 +68,25 @@ ai_status generate_run(generate_session *s, const int32_t *prompt, size_t n, con
         return ai_err_set(err, AI_ERR_RANGE, "generate: prompt of %zu tokens does not fit the context of %d", n, n_ctx);
 
     /* Sampler parameters: the model's end-of-generation ids join the caller's stop ids. */
+    int32_t *stop_ids = NULL;
+    size_t n_stop_ids = 0;
+    ai_status rc = text_stop_ids(s->tok, nv, &p->sp, &stop_ids, &n_stop_ids, err);
+    if (rc != AI_OK) return rc;
     sampler_params sp = p->sp;
-    size_t n_stop_ids = sp.n_stop_token_ids + s->n_eog;
-    int32_t *stop_ids = malloc((n_stop_ids ? n_stop_ids : 1) * sizeof *stop_ids);
-    if (!stop_ids) return ai_err_set(err, AI_ERR_NOMEM, "generate: out of memory");
-    if (sp.n_stop_token_ids) memcpy(stop_ids, sp.stop_token_ids, sp.n_stop_token_ids * sizeof *stop_ids);
-    if (!sp.ignore_eos && s->n_eog) memcpy(stop_ids + sp.n_stop_token_ids, s->eog, s->n_eog * sizeof *stop_ids);
-    else n_stop_ids = sp.n_stop_token_ids;
     sp.stop_token_ids = stop_ids;
     sp.n_stop_token_ids = n_stop_ids;
 
     sampler_seq seq;
-    stop_matcher sm;
-    tok_stream ts;
+    text_stream tx;
     buf text;
     buf_init(&text);
-    bool seq_ok = false, sm_ok = false;
-    tok_stream_init(&ts, s->tok, TOK_SKIP_SPECIAL);
-    ai_status rc = sampler_params_check(&sp, nv, err);
+    bool seq_ok = false, tx_ok = false;
+    rc = sampler_params_check(&sp, nv, err);
     if (rc == AI_OK) rc = sampler_seq_init(&seq, &sp, nv, tokenizer_eos(s->tok), p->entropy, err);
     seq_ok = rc == AI_OK;
     if (rc == AI_OK) rc = sampler_seq_add_prompt(&seq, prompt, n, err);
-    if (rc == AI_OK) rc = stop_matcher_init(&sm, p->stops, p->n_stops, err);
-    sm_ok = rc == AI_OK;
+    if (rc == AI_OK) rc = text_stream_init(&tx, s->tok, p->stops, p->n_stops, err);
+    tx_ok = rc == AI_OK;
     if (rc != AI_OK) goto done;
 
     /* Reuse the cached prefix; keep at least one token to evaluate (invariant 2). */
@@ -141,12 +124,11 @@ ai_status generate_run(generate_session *s, const int32_t *prompt, size_t n, con
         }
         bool is_stop_id = fin == SAMPLER_FINISH_STOP;
         if (!is_stop_id) {
+            bool hit = false;
             buf_clear(&text);
-            if ((rc = tok_stream_push(&ts, r.token, &text, err)) != AI_OK) goto done;
-            stop_result res;
-            if ((rc = stop_matcher_feed(&sm, text.data ? text.data : "", text.len, &res, err)) != AI_OK) goto done;
-            if (res.emit_len && emit && !emit(user, res.emit, res.emit_len)) fin = SAMPLER_FINISH_STOP;
-            if (res.stopped) {
+            if ((rc = text_stream_push(&tx, r.token, &text, &hit, err)) != AI_OK) goto done;
+            if (text.len && emit && !emit(user, text.data, text.len)) fin = SAMPLER_FINISH_STOP;
+            if (hit) {
                 fin = SAMPLER_FINISH_STOP;
                 st->stop_string = true;
             }
@@ -165,19 +147,12 @@ ai_status generate_run(generate_session *s, const int32_t *prompt, size_t n, con
     st->decode_s = now_s() - t1;
     if (!st->stop_string) { /* release what the detokenizer and the stop matcher still hold */
         buf_clear(&text);
-        tok_stream_flush(&ts, &text);
-        stop_result res;
-        if (text.len && (rc = stop_matcher_feed(&sm, text.data, text.len, &res, err)) != AI_OK) goto done;
-        if (text.len && res.emit_len && emit) emit(user, res.emit, res.emit_len);
-        if (!(text.len && res.stopped)) {
-            stop_matcher_flush(&sm, &res);
-            if (res.emit_len && emit) emit(user, res.emit, res.emit_len);
-        }
+        if ((rc = text_stream_finish(&tx, &text, err)) != AI_OK) goto done;
+        if (text.len && emit) emit(user, text.data, text.len);
     }
 done:
     if (seq_ok) sampler_seq_free(&seq);
-    if (sm_ok) stop_matcher_free(&sm);
-    tok_stream_free(&ts);
+    if (tx_ok) text_stream_free(&tx);
     buf_free(&text);
     free(stop_ids);
     return rc;

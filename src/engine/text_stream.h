@@ -1,8 +1,7 @@
 /* text_stream.h - internal: one sample's generated tokens -> streamable text (text_stream.c).
  *
  * The piece of the generation loop that every generator needs, shared so that the serving engine
- * (engine.c, many samples at once) and the one-sequence loop (generate.c, which still has its own
- * inline copy of the same steps) release text the same way:
+ * (engine.c, many samples at once) and the one-sequence loop (generate.c) release text the same way:
  *   token --tok_stream (complete UTF-8 only)--> stop_matcher (hold a possible stop-string prefix)
  *         --> text safe to send now
  * and, when generation ends without a stop string, the held tail. Tokens that end generation by id
