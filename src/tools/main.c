@@ -17,6 +17,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "-m MODEL -p PROMPT [-n N] [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat]"},
     {"chat", cmd_chat, "-m MODEL                          interactive multi-turn chat"},
     {"info", cmd_info, "MODEL                              architecture, parameters, memory ledger"},
+    {"serve", cmd_serve, "-m MODEL [--host H] [--port P] [--api-key K] [--backend cpu|cuda]  OpenAI-compatible server"},
     {"bench", cmd_bench, "(-m MODEL | --arch NAME --random-weights) [--batch B --prompt P --gen G --json]  speed vs roofline"},
     {"gguf", cmd_gguf, "FILE [--json]                      print a GGUF file's metadata and tensors"},
     {"safetensors", cmd_safetensors, "PATH [--json]               print a safetensors file's (or folder's) tensors"},
