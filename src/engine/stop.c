@@ -87,6 +87,7 @@ static void result_set(stop_matcher *m, stop_result *res)
 /* Moves pending[0..k) to out and drops it from pending. */
 static void release(stop_matcher *m, size_t k)
 {
+    if (k == 0) return; /* pending may be empty and unallocated: memmove(NULL, ...) is undefined */
     buf_append(&m->out, m->pending.data, k);
     memmove(m->pending.data, m->pending.data + k, m->pending.len - k);
     m->pending.len -= k;
