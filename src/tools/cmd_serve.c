@@ -13,6 +13,7 @@
 
 #include "aiinfra/backend.h"
 #include "aiinfra/engine.h"
+#include "aiinfra/runner.h"
 #include "aiinfra/model.h"
 #include "aiinfra/server.h"
 #include "aiinfra/tokenizer.h"
@@ -22,7 +23,8 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: aiinfra serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--backend cpu|cuda]\n"
+            "usage: aiinfra serve (-m MODEL | --arch NAME --random-weights --tokenizer PATH [--dtype T])\n"
+            "                     [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--backend cpu|cuda]\n"
             "                     [-t THREADS] [--max-num-seqs N] [--max-num-batched-tokens N] [--ctx N]\n"
             "                     [--max-waiting N] [--kv-blocks N] [--served-model-name NAME] [--max-body BYTES]\n"
             "  OpenAI-compatible API: /v1/completions /v1/chat/completions /v1/models /health /metrics\n"
@@ -33,6 +35,10 @@ static int usage(void)
 int cmd_serve(int argc, char **argv)
 {
     const char *mpath = NULL, *host = "127.0.0.1", *api_key = NULL, *backend_name = "cpu", *name = NULL;
+    const char *arch = NULL, *tokpath = NULL; /* a synthetic model: preset shape, random weights (speed tests) */
+    bool random = false;
+    runner_random rnd = {.type = DTYPE_BF16, .seed = 1};
+    model_config rcfg;
     int port = 8080, threads = 0;
     size_t max_body = 0;
     engine_params ep = {0};
@@ -46,6 +52,17 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--backend") && more) backend_name = argv[++i];
         else if (!strcmp(a, "--served-model-name") && more) name = argv[++i];
         else if (!strcmp(a, "--no-prefix-cache")) ep.disable_prefix_cache = true;
+        else if (!strcmp(a, "--arch") && more) arch = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && more) tokpath = argv[++i];
+        else if (!strcmp(a, "--random-weights")) random = true;
+        else if (!strcmp(a, "--dtype") && more) {
+            const char *t = argv[++i];
+            int found = -1;
+            for (int d = 0; d < DTYPE_COUNT; d++)
+                if (!strcmp(t, dtype_name((dtype)d))) found = d;
+            if (found < 0) { fprintf(stderr, "aiinfra serve: unknown dtype '%s'\n", t); return 2; }
+            rnd.type = (dtype)found;
+        }
         else if (more && (!strcmp(a, "--port") || !strcmp(a, "-t") || !strcmp(a, "--max-num-seqs") ||
                           !strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "--ctx") ||
                           !strcmp(a, "--max-waiting") || !strcmp(a, "--kv-blocks") || !strcmp(a, "--max-body"))) {
@@ -62,7 +79,7 @@ int cmd_serve(int argc, char **argv)
             if (!ok) { fprintf(stderr, "aiinfra serve: bad value '%s' for %s\n", s, a); return 2; }
         } else return usage();
     }
-    if (!mpath) return usage();
+    if (!mpath == !arch || (arch && (!random || !tokpath))) return usage();
 
     /* before any thread exists: SIGTERM/SIGINT blocked everywhere, taken by sigwait below */
     sigset_t sigs;
@@ -79,9 +96,16 @@ int cmd_serve(int argc, char **argv)
     engine *e = NULL;
     server *srv = NULL;
     int rc = 1;
-    if (model_open(&m, mpath, &err) != AI_OK) goto fail;
-    cli_prefetch_weights(m);
-    if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
+    if (arch) {
+        if (model_config_preset(arch, &rcfg, &err) != AI_OK || tokenizer_load(&tok, tokpath, &err) != AI_OK) goto fail;
+        ep.random_cfg = &rcfg;
+        ep.random = &rnd;
+        mpath = tokpath; /* the model's name, and where the chat template is looked up */
+    } else {
+        if (model_open(&m, mpath, &err) != AI_OK) goto fail;
+        cli_prefetch_weights(m);
+        if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
+    }
     if (!strcmp(backend_name, "cuda")) {
         if (backend_cuda_init(&be, 0, &err) != AI_OK) goto fail;
     } else if (!strcmp(backend_name, "cpu")) {
@@ -94,8 +118,10 @@ int cmd_serve(int argc, char **argv)
     server_params sp = {.host = host, .port = port, .api_key = api_key, .model_name = name ? name : mpath,
                         .model_path = mpath, .max_body = max_body};
     if (server_init(&srv, e, tok, &sp, &err) != AI_OK || server_run(srv, &err) != AI_OK) goto fail;
-    fprintf(stderr, "aiinfra serve: %s (%s, %d layers, vocab %d), n_ctx %d, backend %s\n", mpath,
-            model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_vocab, engine_n_ctx(e), backend_name);
+    const model_config *mc = engine_model_config(e);
+    fprintf(stderr, "aiinfra serve: %s%s (%s, %d layers, vocab %d), n_ctx %d, backend %s\n", arch ? arch : mpath,
+            arch ? " [random weights]" : "", model_arch_name(mc->arch), mc->n_layer, mc->n_vocab, engine_n_ctx(e),
+            backend_name);
     fprintf(stderr, "aiinfra serve: listening on http://%s:%d\n", host, server_port(srv));
     fflush(stderr);
 
