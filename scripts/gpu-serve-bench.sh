@@ -5,7 +5,7 @@
 # Needs build/gpu from scripts/gpu-bundle.sh (binaries, libraries, the Llama-3 tokenizer). Writes
 # $OUT/serve.json (the load generator's JSON), $OUT/serve.log (server log + /metrics at the end).
 set -uo pipefail
-G=build/gpu
+G=${G:-build/gpu}
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
