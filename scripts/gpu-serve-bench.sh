@@ -16,11 +16,11 @@ $G/bin/aiinfra serve --arch llama3-8b --random-weights --dtype bf16 --tokenizer 
 pid=$!
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 t1=$(date +%s.%N)
-echo "server ready after $(echo "$t1 - $t0" | bc) s (process start to /health)" | tee -a "$OUT/serve.log"
+echo "server ready after $(awk "BEGIN{print $t1 - $t0}") s (process start to /health)" | tee -a "$OUT/serve.log"
 # time from process start to the first served token
 curl -s "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
   -d '{"prompt": "Hello", "max_tokens": 1, "temperature": 0}' >/dev/null
-echo "first token served after $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$OUT/serve.log"
+echo "first token served after $(awk "BEGIN{print $(date +%s.%N) - $t0}") s" | tee -a "$OUT/serve.log"
 $G/bin/aiinfra bench serve --url "http://127.0.0.1:$port" --dataset random --input-len 512 --output-len 256 \
   --num-prompts "$n" --request-rate "$rate" --max-concurrency "$c" --json >"$OUT/serve.json" 2>>"$OUT/serve.log"
 echo "bench serve exit $?"

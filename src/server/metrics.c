@@ -79,6 +79,8 @@ void metrics_render(engine *e, const char *model_name, buf *b)
     put_hist(b, "vllm:inter_token_latency_seconds", mlabel, "Time between tokens of a sample.", &m.itl);
     put_hist(b, "vllm:e2e_request_latency_seconds", mlabel, "Request latency, submit to finish.", &m.e2e);
     put_counter(b, "aiinfra:engine_steps", mlabel, "Engine steps.", m.steps);
+    put_gauge(b, "aiinfra:scheduler_seconds", mlabel, "CPU time in the scheduler, summed over steps.", m.scheduler_seconds);
+    put_gauge(b, "aiinfra:step_seconds", mlabel, "Wall time of engine steps, summed.", m.step_seconds);
     put_gauge(b, "aiinfra:kv_blocks_used", mlabel, "KV blocks referenced by running sequences.", (double)m.kv_used_blocks);
     put_gauge(b, "aiinfra:kv_blocks_total", mlabel, "KV blocks in the pool.", (double)m.kv_num_blocks);
     buf_free(&esc);
