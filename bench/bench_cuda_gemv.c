@@ -26,86 +26,9 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/k_gemv.h"
 
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
-#define AI(call)                                                                 \
-    do {                                                                         \
-        if ((call) != AI_OK) {                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, err.msg); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
+#include "cuda_bench.h"
 
 static ai_err err;
-
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_f);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Median ms of one replay of graph g over reps runs (after 3 warm-up replays). */
-static float time_graph(cudaGraphExec_t g, cudaStream_t s, int reps)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(g, s));
-    float *t = malloc(sizeof(float) * (size_t)reps);
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(g, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&t[i], a, b));
-    }
-    float m = median(t, reps);
-    free(t);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return m;
-}
-
-static double copy_bandwidth(cudaStream_t s, int reps)
-{
-    const size_t n = (size_t)2 << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&b, n));
-    CK(cudaMemset(a, 0x5A, n));
-    /* plain stream copies (a memcpy node in a graph measured 2.77 TB/s against ~4.3 here) */
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    float *t = malloc(sizeof(float) * (size_t)reps);
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(e0, s));
-        CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[i], e0, e1));
-    }
-    const float ms = median(t, reps);
-    free(t);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaFree(a);
-    cudaFree(b);
-    return 2.0 * (double)n / (ms * 1e-3);
-}
 
 /* Per-launch median ms for one config: mode 0 cuk_gemv, 1 cuk_matmul_lt, 2 + v cuk_gemv_variant v,
  * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token, 4 dp4a). */

@@ -19,77 +19,9 @@
 
 #include "backend/cuda/cuda_kernels.h"
 
-#define CK(call)                                                                                  \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
-#define AI(call)                                                                   \
-    do {                                                                           \
-        if ((call) != AI_OK) {                                                     \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, err.msg); \
-            exit(1);                                                               \
-        }                                                                          \
-    } while (0)
+#include "cuda_bench.h"
 
 static ai_err err;
-
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_f);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static float time_graph(cudaGraphExec_t g, cudaStream_t s, int reps)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(g, s));
-    float *t = malloc(sizeof(float) * (size_t)reps);
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(g, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&t[i], a, b));
-    }
-    float m = median(t, reps);
-    free(t);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return m;
-}
-
-static double copy_bandwidth(cudaStream_t s, int reps)
-{
-    const size_t n = (size_t)1 << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&b, n));
-    CK(cudaMemset(a, 1, n));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    float ms = time_graph(ge, s, reps);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    cudaFree(a);
-    cudaFree(b);
-    return 2.0 * (double)n / (ms * 1e-3) / 1e9;
-}
 
 /* n floats uniform in [-scale, scale) on the device, via a host buffer (random, not zeros). */
 static float *dev_random(size_t n, uint64_t *seed, float scale)

@@ -186,17 +186,10 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     }
 }
 
-/* Grid (n_head, n_seq), D threads: merges the partials of the splits that ran.
- * Measured on the H200 (bench_cuda_attention, 2026-12-02): this serial merge (each thread walks
- * all 4 * n_split partials in turn, latency-bound) is the suspected cause (not yet confirmed) of the 1 x 32k
- * figure (47 splits, 188 partials per head: 69 us, 46% of copy, where 8 x 8k with 24 partials
- * reaches 71%). KATTN_DEC_PAR_REDUCE=1 selects a parallel merge (partials spread over the threads,
- * weights staged in shared memory, independent loads in flight): written after the last GPU run,
- * NOT YET RUN ON A GPU - test_cuda_attention must pass with it before it becomes the default. */
-#ifndef KATTN_DEC_PAR_REDUCE
-#define KATTN_DEC_PAR_REDUCE 0
-#endif
-#if !KATTN_DEC_PAR_REDUCE
+/* Grid (n_head, n_seq), D threads: merges the partials of the splits that ran (each thread walks all
+ * 4 * n_split partials of its head in turn). Measured on the H200 (bench_cuda_attention, 2026-12-02): this
+ * serial merge is the suspected cause (not confirmed) of the 1 x 32k figure (47 splits, 188 partials per head:
+ * 69 us, 46% of copy, where 8 x 8k with 24 partials reaches 71%); a parallel merge is the next step. */
 template <int D>
 __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
 {
@@ -219,52 +212,6 @@ __global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, 
     a.out[(size_t)q0 * a.n_head * D + (size_t)h * D + d] = L > 0.f ? acc / L : 0.f;
 }
 
-#else
-template <int D>
-__global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
-{
-    cuk_pdl_wait();
-    constexpr int NWP = D / 32;
-    __shared__ float wsh[D];
-    __shared__ float red[NWP];
-    const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x, lane = d & 31, warp = d >> 5;
-    const int q0 = a.q_start[s];
-    if (a.q_start[s + 1] - q0 < 1) return;
-    const int seq_len = a.seq_len[s];
-    const int n_act = seq_len > 0 ? min(n_split, (seq_len + chunk - 1) / chunk) * DEC_WARPS : 0;
-    const size_t pstride = D + 4;
-    const float *pw = work + ((size_t)s * a.n_head + h) * n_split * DEC_WARPS * pstride;
-    float M = -INFINITY;
-    for (int p = d; p < n_act; p += D) M = fmaxf(M, pw[p * pstride]);
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    if (lane == 0) red[warp] = M;
-    __syncthreads();
-    M = red[0];
-    for (int i = 1; i < NWP; i++) M = fmaxf(M, red[i]);
-    __syncthreads(); /* red is reused for L */
-    float L = 0.f, acc = 0.f;
-    for (int c0 = 0; c0 < n_act; c0 += D) {
-        const int p = c0 + d;
-        float w = 0.f;
-        if (p < n_act) {
-            w = kattn_exp2(pw[p * pstride] - M);
-            L = fmaf(w, pw[p * pstride + 1], L);
-        }
-        wsh[d] = w;
-        __syncthreads();
-        const int nc = min(D, n_act - c0);
-#pragma unroll 8
-        for (int i = 0; i < nc; i++) acc = fmaf(wsh[i], pw[(size_t)(c0 + i) * pstride + 4 + d], acc);
-        __syncthreads();
-    }
-    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-    if (lane == 0) red[warp] = L;
-    __syncthreads();
-    L = 0.f;
-    for (int i = 0; i < NWP; i++) L += red[i];
-    a.out[(size_t)q0 * a.n_head * D + (size_t)h * D + d] = L > 0.f ? acc / L : 0.f;
-}
-#endif
 
 int kattn_decode_shape_ok(const cuk_attn_args *a)
 {
