@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU serving comparison on this machine: SmolLM2-135M-Instruct Q4_1 behind `aiinfra serve --backend cpu` and
 # behind llama.cpp's server (llama-cpp-python[server] in ~/.cache/aiinfra/venv-llama), each loaded by
-# `aiinfra bench serve` at 1, 8 and 32 concurrent streams (random prompts of 64 words, 32 output tokens, 2 x C requests).
+# `aiinfra bench serve` at 1, 8 and 32 concurrent streams (llama.cpp's server runs one request at a time;
+# --interrupt_requests False keeps it from cutting a running request short when the next one arrives) (random prompts of 64 words, 32 output tokens, 2 x C requests).
 #   scripts/bench_serve_cpu.sh [THREADS]      prints one line per (server, concurrency), JSON in build/bench-serve/
 set -uo pipefail
 threads=${1:-$(nproc)}
@@ -24,7 +25,7 @@ pid=$!
 wait_up 18201 && run_load aiinfra 18201
 kill -TERM $pid; wait $pid 2>/dev/null
 if [ -x "$py" ] && "$py" -c 'import llama_cpp.server' 2>/dev/null; then
-  "$py" -m llama_cpp.server --model "$model" --n_threads "$threads" --n_ctx 4096 --port 18202 >"$out/llamacpp.log" 2>&1 &
+  "$py" -m llama_cpp.server --model "$model" --n_threads "$threads" --n_ctx 4096 --interrupt_requests False --port 18202 >"$out/llamacpp.log" 2>&1 &
   pid=$!
   wait_up 18202 && run_load llama.cpp 18202
   kill -TERM $pid; wait $pid 2>/dev/null
