@@ -29,14 +29,8 @@ int main(void)
 #include "backend/cuda/cuda_kernels.h"
 
 #define RUNS 20
-#define CK(call)                                                                                    \
-    do {                                                                                            \
-        cudaError_t e_ = (call);                                                                    \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+#include "cuda_bench.h"
+
 #define CKL(call)                                                                                   \
     do {                                                                                            \
         cublasStatus_t e_ = (call);                                                                 \

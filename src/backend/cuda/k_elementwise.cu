@@ -198,20 +198,16 @@ __device__ float ew_block_sum(float v, float *sh /* >= 33 floats */)
 
 #define NORM_VPT 4 /* float4 per thread: 1024 threads * 4 * 4 = 16384 floats per row at most */
 
-/* One block per row; the row stays in registers. ADD: x += delta (written back) first. */
+/* The float4 elements first + k * stride (k < NORM_VPT) of row `base` into registers; ADD: x += delta,
+ * written back. Returns this thread's sum of squares. */
 template <bool ADD>
-__global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, const float *delta, const float *w,
-                                                      int32_t dim, float eps)
+__device__ __forceinline__ float norm_load(float4 *v, float *x, const float *delta, int64_t base, int32_t d4,
+                                           int32_t first, int32_t stride)
 {
-    cuk_pdl_wait();
-    __shared__ float sh[33];
-    const int64_t base = (int64_t)blockIdx.x * dim;
-    const int32_t d4 = dim / 4;
-    float4 v[NORM_VPT];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < NORM_VPT; k++) {
-        int32_t j = threadIdx.x + k * blockDim.x;
+        int32_t j = first + k * stride;
         if (j < d4) {
             v[k] = ((const float4 *)(x + base))[j];
             if (ADD) {
@@ -222,11 +218,16 @@ __global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, cons
             ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
         }
     }
-    ss = ew_block_sum(ss, sh);
-    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+    return ss;
+}
+
+/* out = v * scale (* w), the same elements as norm_load. */
+__device__ __forceinline__ void norm_store(float *out, const float4 *v, const float *w, float scale, int64_t base,
+                                           int32_t d4, int32_t first, int32_t stride)
+{
 #pragma unroll
     for (int k = 0; k < NORM_VPT; k++) {
-        int32_t j = threadIdx.x + k * blockDim.x;
+        int32_t j = first + k * stride;
         if (j < d4) {
             float4 r = v[k];
             r.x *= scale; r.y *= scale; r.z *= scale; r.w *= scale;
@@ -237,6 +238,20 @@ __global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, cons
             ((float4 *)(out + base))[j] = r;
         }
     }
+}
+
+/* One block per row; the row stays in registers. ADD: x += delta (written back) first. */
+template <bool ADD>
+__global__ void __launch_bounds__(1024) k_rmsnorm_vec(float *out, float *x, const float *delta, const float *w,
+                                                      int32_t dim, float eps)
+{
+    cuk_pdl_wait();
+    __shared__ float sh[33];
+    const int64_t base = (int64_t)blockIdx.x * dim;
+    const int32_t d4 = dim / 4;
+    float4 v[NORM_VPT];
+    float ss = ew_block_sum(norm_load<ADD>(v, x, delta, base, d4, threadIdx.x, blockDim.x), sh);
+    norm_store(out, v, w, 1.0f / sqrtf(ss / (float)dim + eps), base, d4, threadIdx.x, blockDim.x);
 }
 
 /* dim % 4 == 0, dim <= 512 (per-head norms): one warp per row, NORM_VPT float4 per lane in registers,
@@ -252,35 +267,9 @@ __global__ void __launch_bounds__(256) k_rmsnorm_warp(float *out, float *x, cons
     const int64_t base = (int64_t)r * dim;
     const int32_t d4 = dim / 4;
     float4 v[NORM_VPT];
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NORM_VPT; k++) {
-        int32_t j = lane + 32 * k;
-        if (j < d4) {
-            v[k] = ((const float4 *)(x + base))[j];
-            if (ADD) {
-                float4 d = ((const float4 *)(delta + base))[j];
-                v[k].x += d.x; v[k].y += d.y; v[k].z += d.z; v[k].w += d.w;
-                ((float4 *)(x + base))[j] = v[k];
-            }
-            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-        }
-    }
+    float ss = norm_load<ADD>(v, x, delta, base, d4, lane, 32);
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
-#pragma unroll
-    for (int k = 0; k < NORM_VPT; k++) {
-        int32_t j = lane + 32 * k;
-        if (j < d4) {
-            float4 q = v[k];
-            q.x *= scale; q.y *= scale; q.z *= scale; q.w *= scale;
-            if (w) {
-                float4 g = ((const float4 *)w)[j];
-                q.x *= g.x; q.y *= g.y; q.z *= g.z; q.w *= g.w;
-            }
-            ((float4 *)(out + base))[j] = q;
-        }
-    }
+    norm_store(out, v, w, 1.0f / sqrtf(ss / (float)dim + eps), base, d4, lane, 32);
 }
 
 /* Any dim, any alignment: two passes over the row (the second from cache). */
