@@ -87,7 +87,8 @@ typedef struct api_req {
 } api_req;
 
 /* Parses and validates a /v1/completions or /v1/chat/completions body, renders the chat template,
- * tokenizes. false with e filled (400/404) on a bad request. */
+ * tokenizes. false with e filled (400/404) on a bad request. The caller frees r with api_req_free in both
+ * cases (r starts zeroed). body[len] must be NUL (the request buffer is; cJSON is asked to see it). */
 bool api_parse_generate(server *s, api_kind kind, const char *body, size_t len, api_req *r, api_error *e);
 void api_req_free(api_req *r);
 
