@@ -1,0 +1,382 @@
+/* softmax.cu - the softmax ladder over rows (row length 1k..32k and beyond): one kernel per step.
+ *
+ * A row softmax needs the row's maximum (for a safe exp), the sum of exp(x - max), then one write per
+ * element: the minimum traffic is one read and one write of the matrix. Naive code reads the row
+ * three times with poorly coalesced accesses; the ladder removes that waste step by step, and the
+ * ceiling is the copy bandwidth measured in the same run (src/kernels/ladder.c).
+ *
+ *   v1 one thread per row, 3 passes (max, sum, normalise)
+ *   v2 one block per row, shared-memory tree reductions (still 3 passes)
+ *   v3 one warp per row, register shuffles (no shared memory, no __syncthreads)
+ *   v4 one block per row sized to the row, warp shuffles + one shared slot per warp (long rows)
+ *   v5 online softmax: max and sum in one pass (running max rescales the running sum), then write
+ *   v6 v5 with 16-byte loads (float4, or 4 bf16) and the row held in registers: 1 read + 1 write;
+ *      also a bf16 variant (bf16 in and out, fp32 math)
+ *
+ * Invariants: 1. the exponent is always exp(x - m) with m >= x for every element it is applied to, so
+ * it never overflows; the online merge uses exp(m_old - m_new) <= 1. 2. every version handles any
+ * cols >= 1 (partial vectors and warps guarded); v6 takes its 16-byte path only when cols % 4 == 0
+ * and both pointers are 16-byte (fp32) / 8-byte (bf16) aligned, otherwise the same kernel runs with
+ * scalar accesses. 3. All math is fp32 (bf16 only as storage).
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/softmax/softmax.h"
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- reductions -------------------------------------------------------------------------------
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* (m, d) pairs: d is a sum of exp(x - m). Merging rescales both to the larger max. */
+__device__ __forceinline__ void md_merge(float &m, float &d, float m2, float d2)
+{
+    const float mm = fmaxf(m, m2);
+    const float a = m == -INFINITY ? 0.0f : d * expf(m - mm);
+    const float b = m2 == -INFINITY ? 0.0f : d2 * expf(m2 - mm);
+    m = mm;
+    d = a + b;
+}
+__device__ __forceinline__ void warp_md(float &m, float &d)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), d2 = __shfl_xor_sync(0xffffffffu, d, o);
+        md_merge(m, d, m2, d2);
+    }
+}
+
+/* Block-wide max / sum / (m, d), result in every thread. blockDim.x a multiple of 32; all threads
+ * call. The trailing barrier lets the shared slots be reused at once. */
+__device__ __forceinline__ float block_max(float v)
+{
+    __shared__ float s[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) s[w] = v;
+    __syncthreads();
+    v = warp_max(lane < nw ? s[lane] : -INFINITY);
+    __syncthreads();
+    return v;
+}
+__device__ __forceinline__ float block_sum(float v)
+{
+    __shared__ float s[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) s[w] = v;
+    __syncthreads();
+    v = warp_sum(lane < nw ? s[lane] : 0.0f);
+    __syncthreads();
+    return v;
+}
+__device__ __forceinline__ void block_md(float &m, float &d)
+{
+    __shared__ float sm[32], sd[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    warp_md(m, d);
+    if (lane == 0) sm[w] = m, sd[w] = d;
+    __syncthreads();
+    m = lane < nw ? sm[lane] : -INFINITY;
+    d = lane < nw ? sd[lane] : 0.0f;
+    warp_md(m, d);
+    __syncthreads();
+}
+
+// ---- v1 ---------------------------------------------------------------------------------------
+
+/* v1: one thread per row, three passes over the row (max, sum of exp, write). The obvious loop.
+ * Neighbouring threads read addresses a whole row apart, so each warp load touches 32 different
+ * cache lines (no coalescing), only `rows` threads exist (a few thousand: the GPU is mostly idle),
+ * and the row is read three times. The sum is kept in double: one fp32 running sum over 32k terms
+ * loses ~4e-5 relative (measured with numpy's float32 cumsum), over the 1e-5 bound of the tests, and
+ * the naive version should be slow for the reasons above, not wrong. */
+__global__ void softmax_v1_naive(const float *__restrict__ x, float *__restrict__ y, int rows, int cols)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float *xr = x + (int64_t)r * cols;
+    float *yr = y + (int64_t)r * cols;
+    float m = -INFINITY;
+    for (int c = 0; c < cols; c++) m = fmaxf(m, xr[c]);
+    double d = 0.0;
+    for (int c = 0; c < cols; c++) d += expf(xr[c] - m);
+    const float inv = (float)(1.0 / d);
+    for (int c = 0; c < cols; c++) yr[c] = expf(xr[c] - m) * inv;
+}
+
+// ---- v2 ---------------------------------------------------------------------------------------
+
+/* v2: one block of 256 threads per row: consecutive threads read consecutive elements (coalesced),
+ * and rows * 256 threads keep the GPU busy. Max and sum are reduced through a shared-memory tree
+ * (8 steps, a __syncthreads each). Still three passes over the row. */
+__global__ void softmax_v2_block_shared(const float *__restrict__ x, float *__restrict__ y, int rows, int cols)
+{
+    __shared__ float s[256];
+    const int t = threadIdx.x;
+    const float *xr = x + (int64_t)blockIdx.x * cols;
+    float *yr = y + (int64_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = t; c < cols; c += 256) m = fmaxf(m, xr[c]);
+    s[t] = m;
+    __syncthreads();
+    for (int st = 128; st > 0; st >>= 1) {
+        if (t < st) s[t] = fmaxf(s[t], s[t + st]);
+        __syncthreads();
+    }
+    m = s[0];
+    __syncthreads();
+    float d = 0.0f;
+    for (int c = t; c < cols; c += 256) d += expf(xr[c] - m);
+    s[t] = d;
+    __syncthreads();
+    for (int st = 128; st > 0; st >>= 1) {
+        if (t < st) s[t] += s[t + st];
+        __syncthreads();
+    }
+    const float inv = 1.0f / s[0];
+    for (int c = t; c < cols; c += 256) yr[c] = expf(xr[c] - m) * inv;
+}
+
+// ---- v3 ---------------------------------------------------------------------------------------
+
+/* v3: one warp per row (4 rows per block of 128): the reductions are 5 register shuffles, with no
+ * shared memory and no block barriers, and a warp never waits for another. Good for short rows; for
+ * 32k-element rows 32 lanes have too few loads in flight to cover the memory latency. */
+__global__ void softmax_v3_warp(const float *__restrict__ x, float *__restrict__ y, int rows, int cols)
+{
+    const int lane = threadIdx.x & 31;
+    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return; /* whole warps leave together: the shuffles stay full-mask */
+    const float *xr = x + (int64_t)r * cols;
+    float *yr = y + (int64_t)r * cols;
+    float m = -INFINITY;
+    for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+    m = warp_max(m);
+    float d = 0.0f;
+    for (int c = lane; c < cols; c += 32) d += expf(xr[c] - m);
+    const float inv = 1.0f / warp_sum(d);
+    for (int c = lane; c < cols; c += 32) yr[c] = expf(xr[c] - m) * inv;
+}
+
+// ---- v4 ---------------------------------------------------------------------------------------
+
+/* v4: one block per row sized to the row (up to 1024 threads, about 8 elements each) for long rows:
+ * many more loads in flight per row than v3, and the block reductions are warp shuffles plus a
+ * single shared slot per warp (2 barriers per reduction instead of v2's 8). Three passes remain;
+ * for rows up to a few hundred KiB the 2nd and 3rd mostly hit L2. */
+__global__ void softmax_v4_block_shuffle(const float *__restrict__ x, float *__restrict__ y, int rows, int cols)
+{
+    const float *xr = x + (int64_t)blockIdx.x * cols;
+    float *yr = y + (int64_t)blockIdx.x * cols;
+    const int t = threadIdx.x, bd = blockDim.x;
+    float m = -INFINITY;
+    for (int c = t; c < cols; c += bd) m = fmaxf(m, xr[c]);
+    m = block_max(m);
+    float d = 0.0f;
+    for (int c = t; c < cols; c += bd) d += expf(xr[c] - m);
+    const float inv = 1.0f / block_sum(d);
+    for (int c = t; c < cols; c += bd) yr[c] = expf(xr[c] - m) * inv;
+}
+
+// ---- v5 ---------------------------------------------------------------------------------------
+
+/* v5: online softmax. Each thread keeps a running max m and a running sum d of exp(x - m); a larger
+ * element rescales d by exp(m_old - m_new). Max and sum come out of one pass, the (m, d) pairs merge
+ * across the block the same way: two passes over the row instead of three. */
+__global__ void softmax_v5_online(const float *__restrict__ x, float *__restrict__ y, int rows, int cols)
+{
+    const float *xr = x + (int64_t)blockIdx.x * cols;
+    float *yr = y + (int64_t)blockIdx.x * cols;
+    const int t = threadIdx.x, bd = blockDim.x;
+    float m = -INFINITY, d = 0.0f;
+    for (int c = t; c < cols; c += bd) {
+        const float v = xr[c];
+        if (v > m) {
+            d = (m == -INFINITY ? 0.0f : d * expf(m - v)) + 1.0f;
+            m = v;
+        } else {
+            d += expf(v - m);
+        }
+    }
+    block_md(m, d);
+    const float inv = 1.0f / d;
+    for (int c = t; c < cols; c += bd) yr[c] = expf(xr[c] - m) * inv;
+}
+
+// ---- v6 ---------------------------------------------------------------------------------------
+
+#define V6_K 8 /* vectors of W elements each thread keeps in registers */
+
+template <typename T> struct io;
+template <> struct io<float> {
+    static __device__ __forceinline__ float4 ld4(const float *p, int64_t i) { return ((const float4 *)p)[i]; }
+    static __device__ __forceinline__ void st4(float *p, int64_t i, float4 v) { ((float4 *)p)[i] = v; }
+    static __device__ __forceinline__ float ld1(const float *p, int64_t i) { return p[i]; }
+    static __device__ __forceinline__ void st1(float *p, int64_t i, float v) { p[i] = v; }
+};
+template <> struct io<__nv_bfloat16> {
+    typedef __nv_bfloat16 bf;
+    static __device__ __forceinline__ float4 ld4(const bf *p, int64_t i)
+    {
+        const uint2 u = ((const uint2 *)p)[i];
+        const __nv_bfloat162 a = *(const __nv_bfloat162 *)&u.x, b = *(const __nv_bfloat162 *)&u.y;
+        const float2 fa = __bfloat1622float2(a), fb = __bfloat1622float2(b);
+        return make_float4(fa.x, fa.y, fb.x, fb.y);
+    }
+    static __device__ __forceinline__ void st4(bf *p, int64_t i, float4 v)
+    {
+        const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+        uint2 u;
+        u.x = *(const unsigned *)&a;
+        u.y = *(const unsigned *)&b;
+        ((uint2 *)p)[i] = u;
+    }
+    static __device__ __forceinline__ float ld1(const bf *p, int64_t i) { return __bfloat162float(p[i]); }
+    static __device__ __forceinline__ void st1(bf *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+};
+
+/* Loads vector i (W elements; W = 4 or 1) of row p as a float4 (unused lanes -inf). */
+template <typename T, int W> __device__ __forceinline__ float4 v6_load(const T *p, int64_t i)
+{
+    if (W == 4) return io<T>::ld4(p, i);
+    return make_float4(io<T>::ld1(p, i), -INFINITY, -INFINITY, -INFINITY);
+}
+template <typename T, int W> __device__ __forceinline__ void v6_store(T *p, int64_t i, float4 v)
+{
+    if (W == 4) io<T>::st4(p, i, v);
+    else io<T>::st1(p, i, v.x);
+}
+__device__ __forceinline__ void v6_update(float &m, float &d, float4 v)
+{
+    const float mm = fmaxf(fmaxf(m, v.x), fmaxf(fmaxf(v.y, v.z), v.w));
+    d = (m == -INFINITY ? 0.0f : d * expf(m - mm)) + expf(v.x - mm) + expf(v.y - mm) + expf(v.z - mm) +
+        expf(v.w - mm);
+    m = mm;
+}
+__device__ __forceinline__ float4 v6_norm(float4 v, float m, float inv)
+{
+    return make_float4(expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv, expf(v.w - m) * inv);
+}
+
+/* v6: v5 with 16-byte accesses (4 fp32, or 4 bf16 in 8 bytes) and the row kept in registers: each
+ * thread loads up to 8 vectors once, updates its (m, d) from registers, and after the block merge
+ * writes exp(x - m) / d from the same registers: the row is read once and written once, the minimum.
+ * A quarter of the memory instructions of v5. Rows longer than blockDim * 8 * W (32k fp32 at 1024
+ * threads) are still correct: the excess is read again in the write pass. W = 1 is the same kernel
+ * with scalar accesses for rows that are not 16-byte aligned (cols % 4 != 0). */
+template <typename T, int W>
+__global__ void softmax_v6_vec_online(const T *__restrict__ x, T *__restrict__ y, int rows, int cols)
+{
+    const T *xr = x + (int64_t)blockIdx.x * cols;
+    T *yr = y + (int64_t)blockIdx.x * cols;
+    const int t = threadIdx.x, bd = blockDim.x, nv = cols / W;
+    float4 v[V6_K];
+    float m = -INFINITY, d = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V6_K; j++) {
+        const int c = t + j * bd;
+        if (c < nv) {
+            v[j] = v6_load<T, W>(xr, c);
+            v6_update(m, d, v[j]);
+        }
+    }
+    for (int c = t + V6_K * bd; c < nv; c += bd) v6_update(m, d, v6_load<T, W>(xr, c));
+    block_md(m, d);
+    const float inv = 1.0f / d;
+#pragma unroll
+    for (int j = 0; j < V6_K; j++) {
+        const int c = t + j * bd;
+        if (c < nv) v6_store<T, W>(yr, c, v6_norm(v[j], m, inv));
+    }
+    for (int c = t + V6_K * bd; c < nv; c += bd) v6_store<T, W>(yr, c, v6_norm(v6_load<T, W>(xr, c), m, inv));
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+static bool bad_args(const void *x, const void *y, int rows, int cols)
+{
+    return !x || !y || x == y || rows < 1 || cols < 1 || cols > SOFTMAX_MAX_COLS;
+}
+
+/* Threads for a block per row: about `per` elements each, a multiple of 32 in [lo, 1024]. */
+static int row_threads(int64_t elems, int per, int lo)
+{
+    int64_t t = cdiv(cdiv(elems, per), 32) * 32;
+    if (t < lo) t = lo;
+    return t > 1024 ? 1024 : (int)t;
+}
+
+static int run_v1(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    softmax_v1_naive<<<(unsigned)cdiv(rows, 128), 128, 0, (cudaStream_t)s>>>((const float *)x, (float *)y, rows, cols);
+    return (int)cudaGetLastError();
+}
+static int run_v2(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    softmax_v2_block_shared<<<rows, 256, 0, (cudaStream_t)s>>>((const float *)x, (float *)y, rows, cols);
+    return (int)cudaGetLastError();
+}
+static int run_v3(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    softmax_v3_warp<<<(unsigned)cdiv(rows, 4), 128, 0, (cudaStream_t)s>>>((const float *)x, (float *)y, rows, cols);
+    return (int)cudaGetLastError();
+}
+static int run_v4(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    softmax_v4_block_shuffle<<<rows, row_threads(cols, 8, 64), 0, (cudaStream_t)s>>>((const float *)x, (float *)y,
+                                                                                       rows, cols);
+    return (int)cudaGetLastError();
+}
+static int run_v5(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    softmax_v5_online<<<rows, row_threads(cols, 8, 64), 0, (cudaStream_t)s>>>((const float *)x, (float *)y, rows,
+                                                                                cols);
+    return (int)cudaGetLastError();
+}
+
+template <typename T> static int run_v6_t(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    const uintptr_t align = 4 * sizeof(T);
+    const bool vec = cols % 4 == 0 && ((uintptr_t)x % align) == 0 && ((uintptr_t)y % align) == 0;
+    cudaStream_t st = (cudaStream_t)s;
+    if (vec)
+        softmax_v6_vec_online<T, 4><<<rows, row_threads(cols / 4, V6_K, 32), 0, st>>>((const T *)x, (T *)y, rows, cols);
+    else
+        softmax_v6_vec_online<T, 1><<<rows, row_threads(cols, V6_K, 32), 0, st>>>((const T *)x, (T *)y, rows, cols);
+    return (int)cudaGetLastError();
+}
+static int run_v6(void *s, const void *x, void *y, int rows, int cols) { return run_v6_t<float>(s, x, y, rows, cols); }
+static int run_v6_bf16(void *s, const void *x, void *y, int rows, int cols)
+{
+    return run_v6_t<__nv_bfloat16>(s, x, y, rows, cols);
+}
+
+extern "C" const softmax_version softmax_versions[] = {
+    { "v1_naive", "one thread per row, 3 passes (max, sum, normalise), uncoalesced", 0, run_v1 },
+    { "v2_block_shared", "block of 256 per row, coalesced, shared-memory tree reductions", 0, run_v2 },
+    { "v3_warp", "one warp per row, shuffle reductions (no shared memory, no barriers)", 0, run_v3 },
+    { "v4_block_shuffle", "block per row sized to the row, warp shuffles + one shared slot per warp", 0, run_v4 },
+    { "v5_online", "online softmax: max and sum in one pass, then normalise (2 reads)", 0, run_v5 },
+    { "v6_vec_online", "v5 with float4 accesses and the row in registers (1 read + 1 write)", 0, run_v6 },
+    { "v6_vec_online_bf16", "v6 with bf16 input and output (fp32 math), 4 bf16 per 8-byte access", 1, run_v6_bf16 },
+};
+extern "C" const int softmax_n_versions = (int)(sizeof softmax_versions / sizeof softmax_versions[0]);
