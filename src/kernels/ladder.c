@@ -288,7 +288,7 @@ static ai_status softmax_shape(ctx *c, int rows, int cols, softmax_bufs *b, ai_e
 {
     const int64_t n = (int64_t)rows * cols;
     for (int precision = 0; precision < 2; precision++) { /* 0: fp32 versions, 1: bf16 versions */
-        c->rng ^= (uint64_t)n * 0x9E3779B97F4A7C15ULL;
+        c->rng = (c->rng ^ (uint64_t)n * 0x9E3779B97F4A7C15ULL) | 1; /* xorshift must not reach 0 */
         for (int64_t i = 0; i < n; i++) b->hx[i] = 4.0f * rng_uniform(&c->rng);
         if (precision) {
             dtype_f32_to_bf16_row(b->hx, b->h16, n);
