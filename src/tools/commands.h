@@ -12,6 +12,7 @@ int cmd_chat(int argc, char **argv);       /* cmd_chat.c: interactive multi-turn
 int cmd_info(int argc, char **argv);       /* cmd_info.c: architecture, parameters, memory ledger */
 int cmd_bench(int argc, char **argv);      /* cmd_bench.c: prefill/decode speed against the roofline */
 int cmd_serve(int argc, char **argv);      /* cmd_serve.c: the OpenAI-compatible HTTP server */
-int cmd_bench_serve(int argc, char **argv); /* cmd_bench_serve.c: `bench serve`, load generator for a server */
+int cmd_bench_serve(int argc, char **argv);
+int cmd_kernels(int argc, char **argv);    /* cmd_kernels.c: kernel ladders (src/kernels/) and their roofline */ /* cmd_bench_serve.c: `bench serve`, load generator for a server */
 
 #endif
