@@ -29,7 +29,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -E '^\[  (FAILED|PASSED|SKIPPED) \]|worst relative|error|Error' "$OUT/tests.log" | head -40 | tee -a "$summary"
   if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     : >"$OUT/sanitizer.log"
-    for t in ${SANITIZE_TESTS:-$G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention}; do
+    for t in ${SANITIZE_TESTS:-$G/tests/test_cuda_ops $G/tests/test_cuda_gemv $G/tests/test_cuda_attention $G/tests/test_cuda_ladders}; do
       [ -x "$t" ] || continue
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" >>"$OUT/sanitizer.log" 2>&1
@@ -54,6 +54,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     for b in $G/bench/bench_cuda_*; do
       [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
     done
+    timeout 180 $G/bin/aiinfra kernels bench all >>"$OUT/kernels.log" 2>&1   # the ladders (docs/kernels/)
   fi
   : >"$OUT/bench.jsonl"
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
