@@ -230,7 +230,7 @@ int cmd_bench(int argc, char **argv)
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
                "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"graphs\": %s, "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
-               "\"copy_gb_s\": %.1f, \"matmul_tflop_s\": %.1f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
+               "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
                "\"prefill_frac_of_bound\": %.4f}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
