@@ -1,7 +1,9 @@
+#include "aiinfra/backend.h"
 #include "tools/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "aiinfra/model.h"
@@ -40,4 +42,11 @@ void cli_prefetch_weights(const struct model *m)
 {
     bool bar = isatty(STDERR_FILENO) && model_weight_bytes(m) >= (256u << 20);
     model_prefetch(m, bar ? progress_bar : NULL, NULL);
+}
+
+ai_status cli_open_backend(const char *name, int n_threads, backend *be, ai_err *err)
+{
+    if (!strcmp(name, "cuda")) return backend_cuda_init(be, 0, err);
+    if (!strcmp(name, "cpu")) return backend_cpu_init(be, n_threads, err);
+    return ai_err_set(err, AI_ERR_INVALID, "unknown backend '%s' (cpu, cuda)", name);
 }

@@ -16,4 +16,9 @@ struct model;
  * and more show a progress bar on stderr. */
 void cli_prefetch_weights(const struct model *m);
 
+/* --backend NAME: "cpu" (n_threads, 0 = all cores) or "cuda" (device 0). AI_ERR_INVALID for another name. */
+struct backend;
+#include "aiinfra/status.h"
+ai_status cli_open_backend(const char *name, int n_threads, struct backend *be, ai_err *err);
+
 #endif

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "aiinfra/backend.h"
 #include "aiinfra/generate.h"
 #include "aiinfra/model.h"
 #include "aiinfra/tokenizer.h"
@@ -46,6 +47,8 @@ int cmd_chat(int argc, char **argv)
     gp.sp.max_tokens = 512;
     model_ctx_params cp = {0};
     bool quiet = false;
+    const char *backend_name = "cpu";
+    backend be = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double v = 0;
@@ -53,6 +56,7 @@ int cmd_chat(int argc, char **argv)
         if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && more) mpath = argv[++i];
         else if (!strcmp(a, "--system") && more) system = argv[++i];
         else if (!strcmp(a, "-q")) quiet = true;
+        else if (!strcmp(a, "--backend") && more) backend_name = argv[++i];
         else if (!strcmp(a, "--kv") && more && (!strcmp(argv[i + 1], "f16") || !strcmp(argv[i + 1], "f32")))
             cp.kv_f16 = !strcmp(argv[++i], "f16");
         else if (!strcmp(a, "-n") && more) { ok = cli_parse_num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
@@ -67,7 +71,8 @@ int cmd_chat(int argc, char **argv)
         else {
             fprintf(stderr, "usage: aiinfra chat [-m MODEL] [--system TEXT] [-n MAX_REPLY_TOKENS] [--temp T] [--top-p P]\n"
                             "                    [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS]\n"
-                            "                    [--ctx N] [--kv f32|f16] [-q]\n  one user message per stdin line; /reset, /exit\n");
+                            "                    [--ctx N] [--kv f32|f16] [--backend cpu|cuda] [-q]\n"
+                            "  one user message per stdin line; /reset, /exit\n");
             return 2;
         }
         if (!ok) { fprintf(stderr, "aiinfra chat: bad value for %s\n", a); return 2; }
@@ -97,6 +102,10 @@ int cmd_chat(int argc, char **argv)
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
     cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
+    if (strcmp(backend_name, "cpu")) {
+        if (cli_open_backend(backend_name, cp.n_threads, &be, &err) != AI_OK) goto fail;
+        cp.backend = &be;
+    }
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (chat_prompt_load(&cpr, mpath, &err) != AI_OK) goto fail;
     if (generate_session_init(&gs, ctx, tok, &err) != AI_OK) goto fail;
@@ -160,6 +169,7 @@ done:
     if (gs_ok) generate_session_free(&gs);
     chat_prompt_free(&cpr);
     model_ctx_free(ctx);
+    backend_free(&be);
     tokenizer_free(tok);
     model_close(m);
     cJSON_Delete(msgs);

@@ -168,12 +168,9 @@ int cmd_run(int argc, char **argv)
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
     cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
-    if (!strcmp(backend_name, "cuda")) {
-        if (backend_cuda_init(&be, 0, &err) != AI_OK) goto fail;
+    if (strcmp(backend_name, "cpu")) { /* cpu: the one-sequence forward of model_ctx itself */
+        if (cli_open_backend(backend_name, cp.n_threads, &be, &err) != AI_OK) goto fail;
         cp.backend = &be;
-    } else if (strcmp(backend_name, "cpu")) {
-        ai_err_set(&err, AI_ERR_INVALID, "unknown backend '%s' (cpu, cuda)", backend_name);
-        goto fail;
     }
     if (model_ctx_init(&ctx, m, &cp, &err) != AI_OK) goto fail;
     if (!quiet)

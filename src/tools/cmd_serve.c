@@ -106,14 +106,7 @@ int cmd_serve(int argc, char **argv)
         cli_prefetch_weights(m);
         if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
     }
-    if (!strcmp(backend_name, "cuda")) {
-        if (backend_cuda_init(&be, 0, &err) != AI_OK) goto fail;
-    } else if (!strcmp(backend_name, "cpu")) {
-        if (backend_cpu_init(&be, threads, &err) != AI_OK) goto fail;
-    } else {
-        ai_err_set(&err, AI_ERR_INVALID, "unknown backend '%s' (cpu, cuda)", backend_name);
-        goto fail;
-    }
+    if (cli_open_backend(backend_name, threads, &be, &err) != AI_OK) goto fail;
     if (engine_init(&e, m, tok, &be, &ep, &err) != AI_OK) goto fail;
     server_params sp = {.host = host, .port = port, .api_key = api_key, .model_name = name ? name : mpath,
                         .model_path = mpath, .max_body = max_body};
