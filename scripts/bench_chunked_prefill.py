@@ -5,11 +5,12 @@ chunk per step beside the running decodes; with a budget larger than the prompt 
 and every running stream waits for it. Prints the running streams' worst inter-token gap and the long
 request's time to first token. Usage: bench_chunked_prefill.py AIINFRA_BIN MODEL [THREADS]"""
 import json
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
+
+from serve_cpu import cpu_server
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 THREADS = sys.argv[3] if len(sys.argv) > 3 else "2"
@@ -33,16 +34,8 @@ def stream(port, prompt, max_tokens, gaps, ttft):
 
 
 def run(budget, port):
-    srv = subprocess.Popen([BIN, "serve", "-m", MODEL, "--backend", "cpu", "-t", THREADS, "--port", str(port),
-                            "--ctx", "2048", "--max-num-batched-tokens", str(budget), "--max-num-seqs", "8",
-                            "--no-prefix-cache"], stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
+    with cpu_server(BIN, MODEL, port, THREADS,
+                    ["--max-num-batched-tokens", str(budget), "--max-num-seqs", "8", "--no-prefix-cache"]):
         gaps = [[] for _ in range(4)]
         ts = [threading.Thread(target=stream, args=(port, f"Story {i}:", 48, gaps[i], None)) for i in range(4)]
         for t in ts:
@@ -54,9 +47,6 @@ def run(budget, port):
             t.join()
         worst = max(max(g[1:]) for g in gaps if len(g) > 1)
         return worst, ttft[0]
-    finally:
-        srv.terminate()
-        srv.wait()
 
 
 for label, budget, port in (("chunked (budget 32)  ", 32, 18401), ("unchunked (budget 2048)", 2048, 18402)):

@@ -3,10 +3,11 @@
 after the other against `aiinfra serve` started with and without --no-prefix-cache. Prints mean TTFT and the
 server's prefix-cache counters. Usage: bench_prefix_cache.py AIINFRA_BIN MODEL [N] [THREADS]"""
 import json
-import subprocess
 import sys
 import time
 import urllib.request
+
+from serve_cpu import cpu_server
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 8
@@ -15,15 +16,7 @@ SYSTEM = " ".join(f"Rule {i}: answer politely, briefly and with care about item 
 
 
 def run(extra, port):
-    srv = subprocess.Popen([BIN, "serve", "-m", MODEL, "--backend", "cpu", "-t", THREADS, "--port", str(port),
-                            "--ctx", "2048"] + extra, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
+    with cpu_server(BIN, MODEL, port, THREADS, extra):
         ttfts = []
         for i in range(N):
             body = json.dumps({"model": MODEL, "prompt": SYSTEM + f"\nQuestion {i}: what is {i} plus {i}?\nAnswer:",
@@ -35,9 +28,6 @@ def run(extra, port):
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
         hits = [l for l in metrics.splitlines() if l.startswith(("vllm:prefix_cache_hits", "vllm:prompt_tokens"))]
         return ttfts, hits
-    finally:
-        srv.terminate()
-        srv.wait()
 
 
 for label, extra, port in (("prefix cache on ", [], 18301), ("prefix cache off", ["--no-prefix-cache"], 18302)):
