@@ -1,10 +1,11 @@
 /* cmd_kernels.c - `aiinfra kernels`: the CUDA kernel ladders (src/kernels/) measured, and their roofline.
  *
- *   aiinfra kernels bench [reduce|softmax|all] [--json] [--reps N] [--seed S] [--small]
- *   aiinfra kernels roofline [--out FILE.svg|FILE.png] [--op reduce|softmax|all] [--gemm-gflops R]
+ *   aiinfra kernels bench [OP|all] [--json] [--reps N] [--seed S] [--small]       (OP: LADDER_OPS)
+ *   aiinfra kernels roofline [--out FILE.svg|FILE.png] [--op OP|all] [--gemm-gflops R]
  *
  * bench prints one table row per version and shape: median time, GB/s, the fraction of the copy
- * bandwidth measured in the same run, the error against the CPU reference and its bound (ladder.h);
+ * bandwidth measured in the same run, TFLOP/s, the speed against the library measured on the same
+ * shape where the ladder has one (cuBLASLt, ...), the error against the CPU reference and its bound;
  * --json prints one object with the ceilings and a "versions" array instead (with FLOPs, bytes and
  * arithmetic intensity, the input of scripts/roofline_plot.py). roofline runs the ladders, writes that
  * JSON to a temporary file and calls scripts/roofline_plot.py on it (found through $AIINFRA_ROOT, else
@@ -31,21 +32,30 @@ extern char **environ;
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: aiinfra kernels bench [reduce|softmax|all] [--json] [--reps N] [--seed S] [--small]\n"
-                    "       aiinfra kernels roofline [--out FILE.svg|FILE.png] [--op reduce|softmax|all] [--gemm-gflops R]\n");
+    static const char *const ops[] = { LADDER_OPS };
+    char list[256] = "";
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s|", ops[i]);
+    fprintf(stderr,
+            "usage: aiinfra kernels bench [%sall] [--json] [--reps N] [--seed S] [--small]\n"
+            "       aiinfra kernels roofline [--out FILE.svg|FILE.png] [--op %sall] [--gemm-gflops R]\n",
+            list, list);
     return 2;
 }
 
 static void print_table(const ladder_report *rep)
 {
-    printf("device: %s   copy ceiling: %.0f GB/s (2 GiB device-to-device, read + write)\n", rep->device,
-           rep->copy_gbps);
-    printf("%-8s %-20s %-12s %-5s %10s %9s %7s %10s %8s %s\n", "op", "version", "shape", "dtype", "time_us", "GB/s",
-           "%copy", "rel_err", "bound", "ok");
+    printf("device: %s   copy ceiling: %.0f GB/s (2 GiB device-to-device, read + write)", rep->device, rep->copy_gbps);
+    if (rep->gemm_gflops > 0) printf("   GEMM ceiling: %.0f TFLOP/s (cuBLASLt bf16)", rep->gemm_gflops / 1e3);
+    printf("\n%-9s %-22s %-18s %-5s %10s %9s %7s %9s %14s %10s %8s %s\n", "op", "version", "shape", "dtype", "time_us",
+           "GB/s", "%copy", "TFLOP/s", "vs library", "rel_err", "bound", "ok");
     for (int i = 0; i < rep->n_rows; i++) {
         const ladder_result *r = &rep->rows[i];
-        printf("%-8s %-20s %-12s %-5s %10.1f %9.1f %6.1f%% %10.2e %8.0e %s\n", r->op, r->version, r->shape, r->dtype,
-               r->ms * 1e3, r->gbps, 100.0 * r->frac_copy, r->err, r->tol, r->ok ? "ok" : "FAIL");
+        char vs[32] = "-";
+        if (r->ref_ms > 0) snprintf(vs, sizeof vs, "%.2fx %s", r->frac_ref, r->ref_name);
+        printf("%-9s %-22s %-18s %-5s %10.1f %9.1f %6.1f%% %9.2f %14s %10.2e %8.0e %s\n", r->op, r->version, r->shape,
+               r->dtype, r->ms * 1e3, r->gbps, 100.0 * r->frac_copy, r->gflops / 1e3, vs, r->err, r->tol,
+               r->ok ? "ok" : "FAIL");
     }
 }
 
@@ -54,6 +64,7 @@ static char *report_json(const ladder_report *rep, double gemm_gflops)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "device", rep->device);
     cJSON_AddNumberToObject(root, "copy_gbps", rep->copy_gbps);
+    if (gemm_gflops <= 0) gemm_gflops = rep->gemm_gflops; /* --gemm-gflops overrides the measured one */
     if (gemm_gflops > 0) cJSON_AddNumberToObject(root, "gemm_gflops", gemm_gflops);
     else cJSON_AddNullToObject(root, "gemm_gflops");
     cJSON *arr = cJSON_AddArrayToObject(root, "versions");
@@ -72,6 +83,11 @@ static char *report_json(const ladder_report *rep, double gemm_gflops)
         cJSON_AddNumberToObject(o, "gflops", r->gflops);
         cJSON_AddNumberToObject(o, "intensity", r->intensity);
         cJSON_AddNumberToObject(o, "frac_copy", r->frac_copy);
+        if (r->ref_ms > 0) {
+            cJSON_AddStringToObject(o, "ref", r->ref_name);
+            cJSON_AddNumberToObject(o, "ref_ms", r->ref_ms);
+            cJSON_AddNumberToObject(o, "frac_ref", r->frac_ref);
+        }
         if (r->err == r->err) cJSON_AddNumberToObject(o, "rel_err", r->err);
         else cJSON_AddNullToObject(o, "rel_err"); /* NaN is not JSON */
         cJSON_AddNumberToObject(o, "bound", r->tol);
@@ -121,7 +137,7 @@ static int cmd_bench_ladders(int argc, char **argv)
         else if (!strcmp(a, "--small")) o.small = true;
         else if (!strcmp(a, "--reps") && v && cli_parse_num(v, 3, 10000, &d)) o.reps = (int)d, i++;
         else if (!strcmp(a, "--seed") && v && cli_parse_num(v, 1, 1e15, &d)) o.seed = (uint64_t)d, i++;
-        else if (a[0] != '-' && (!strcmp(a, "reduce") || !strcmp(a, "softmax") || !strcmp(a, "all"))) op = a;
+        else if (a[0] != '-' && ladder_op_known(a)) op = a;
         else return usage();
     }
     ladder_report rep = { 0 };
@@ -180,7 +196,7 @@ static int cmd_roofline(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d;
         if (!strcmp(a, "--out") && v) out = argv[++i];
-        else if (!strcmp(a, "--op") && v) op = argv[++i];
+        else if (!strcmp(a, "--op") && v && ladder_op_known(v)) op = argv[++i];
         else if (!strcmp(a, "--small")) o.small = true;
         else if (!strcmp(a, "--gemm-gflops") && v && cli_parse_num(v, 0, 1e9, &d)) gemm = d, i++;
         else return usage();
