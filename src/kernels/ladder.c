@@ -3,7 +3,8 @@
  * Per op and shape (ladder_<op>.c): random inputs from a seeded xorshift, one CPU reference in double,
  * then per version: poison the output (0xFF bytes = NaN), run once, copy back and measure the error
  * (an unwritten element is NaN and fails), then 2 warm-up calls and `reps` timed calls, each preceded
- * by a 256 MiB memset that evicts the 50 MiB L2 so the input comes from HBM. The copy ceiling is
+ * by a 256 MiB read pass that evicts the 50 MiB L2 with clean lines (ladder_flush.cu says why not a
+ * memset), so the input comes from HBM. The copy ceiling is
  * measured once per ladder_run with plain stream copies (a copy inside a CUDA graph measures lower,
  * see bench/cuda_bench.h; this file cannot use that header because its errors exit).
  * Invariants: 1. every CUDA error becomes an ai_err naming the call; all buffers are freed on every
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #ifdef AIINFRA_CUDA
+#include "kernels/ladder_flush.h"
 #include "kernels/ladder_internal.h"
 #endif
 
@@ -130,7 +132,8 @@ ai_status ladder_time(ladder_ctx *c, ladder_call_fn call, const void *arg, doubl
     const int reps = c->o->reps;
     for (int i = 0; i < 2; i++) CU((cudaError_t)call(arg), "warm-up call");
     for (int i = 0; i < reps; i++) {
-        CU(cudaMemsetAsync(c->flush, i & 0xFF, LADDER_FLUSH_BYTES, c->s), "L2 flush");
+        unsigned *sink = (unsigned *)((char *)c->flush + LADDER_FLUSH_BYTES);
+        CU((cudaError_t)ladder_flush_l2(c->s, c->flush, LADDER_FLUSH_BYTES, sink), "L2 flush");
         CU(cudaEventRecord(c->a, c->s), "cudaEventRecord");
         CU((cudaError_t)call(arg), "timed call");
         CU(cudaEventRecord(c->b, c->s), "cudaEventRecord");
@@ -194,7 +197,8 @@ ai_status ladder_run(const char *op, const ladder_opts *opts, ladder_report *rep
     bool have_s = e == cudaSuccess, have_a = false, have_b = false;
     if (e == cudaSuccess) have_a = (e = cudaEventCreate(&c.a)) == cudaSuccess;
     if (e == cudaSuccess) have_b = (e = cudaEventCreate(&c.b)) == cudaSuccess;
-    if (e == cudaSuccess) e = cudaMalloc(&c.flush, LADDER_FLUSH_BYTES);
+    if (e == cudaSuccess) e = cudaMalloc(&c.flush, LADDER_FLUSH_BYTES + 16); /* + the flush's sink */
+    if (e == cudaSuccess) e = cudaMemsetAsync(c.flush, 0x5A, LADDER_FLUSH_BYTES + 16, c.s);
     if (e != cudaSuccess) st = ai_err_set(err, AI_ERR_RUNTIME, "ladder set-up: %s", cudaGetErrorString(e));
     if (st == AI_OK) st = copy_ceiling(&c, err);
     for (int i = 0; i < N_OPS && st == AI_OK; i++)

@@ -18,7 +18,7 @@ typedef struct ladder_ctx {
     ladder_report *rep;
     cudaStream_t s;
     cudaEvent_t a, b;
-    void *flush;  /* LADDER_FLUSH_BYTES, memset before each timed call to evict the L2 */
+    void *flush;  /* LADDER_FLUSH_BYTES (+ 16), read before each timed call to evict the L2 */
     float *times; /* o->reps */
     uint64_t rng; /* xorshift state, never 0 */
 } ladder_ctx;
