@@ -55,6 +55,15 @@ typedef struct backend_attn {
     size_t work_size;
 } backend_attn;
 
+/* Per-row sampling parameters for backend_ops.sample (the full statement is at cuk_sample in
+ * src/backend/cuda/cuda_kernels.h; the same pipeline as src/engine/sampler.c without penalties and
+ * logit bias). temperature < SAMPLER_GREEDY_EPS: argmax. top_k <= 0, top_p >= 1, min_p <= 0: off.
+ * u: the uniform draw in [0, 1) from the sequence's seeded rng, so a run is reproducible. */
+typedef struct backend_sample_params {
+    float temperature, top_p, min_p, u;
+    int32_t top_k;
+} backend_sample_params;
+
 typedef struct backend_ops {
     const char *name;
     void (*free)(void *ctx);
@@ -108,6 +117,11 @@ typedef struct backend_ops {
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);
     ai_status (*attention)(void *ctx, const backend_attn *a, ai_err *err);
     ai_status (*argmax)(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out, ai_err *err);
+    /* out[r] = token sampled from logits row r with params[r] (backend memory, n_rows), -1 for a row with
+     * NaN/+inf logits. Optional: NULL where the caller samples on the host (the CPU backend, whose
+     * logits are host memory already). */
+    ai_status (*sample)(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab,
+                        const backend_sample_params *params, int32_t *out, ai_err *err);
 
     /* Runs fn(arg), which enqueues ops. A GPU backend captures it as a graph the first time a key is
      * seen and replays the graph afterwards (fn must then enqueue the same ops on the same buffers

@@ -62,6 +62,13 @@ ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t 
 ai_status runner_copy_blocks(runner *r, const int32_t *src, const int32_t *dst, int32_t n, ai_err *err);
 /* Logits of the last step, (n_seq, n_vocab) floats copied into h_out. */
 ai_status runner_logits(runner *r, float *h_out, int32_t n_seq, ai_err *err);
+/* Samples the next token of each of the last step's first n_seq sequences on the backend, from its
+ * logits, with h_params[s] (temperature, top-k/p, min-p and the host-drawn u; backend.h), into
+ * out_tokens (-1: the row had NaN/+inf logits). Only the tokens cross to the host, not the logits.
+ * AI_ERR_UNSUPPORTED where the backend has no sampling op (runner_can_sample: false). */
+bool runner_can_sample(const runner *r);
+ai_status runner_sample(runner *r, const backend_sample_params *h_params, int32_t n_seq, int32_t *out_tokens,
+                        ai_err *err);
 
 const model_config *runner_config(const runner *r);
 int64_t runner_kv_blocks(const runner *r);

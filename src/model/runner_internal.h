@@ -38,8 +38,10 @@ struct runner {
 };
 
 /* Offsets (in ints) of the metadata sections: tokens, pos, slot (max_tokens each), q_start
- * (max_seqs + 1), seq_len, last, out (max_seqs each), then block tables (max_seqs * max_blocks). */
-enum { META_TOKENS, META_POS, META_SLOT, META_QSTART, META_SEQLEN, META_LAST, META_OUT, META_BT, META_COUNT };
+ * (max_seqs + 1), seq_len, last, out (max_seqs each), block tables (max_seqs * max_blocks), then the
+ * sampling parameters of runner_sample (max_seqs backend_sample_params, 5 ints each). */
+enum { META_TOKENS, META_POS, META_SLOT, META_QSTART, META_SEQLEN, META_LAST, META_OUT, META_BT, META_SPARAMS,
+       META_COUNT };
 size_t runner_meta_offset(const runner *r, int section);
 
 #endif

@@ -189,6 +189,12 @@ static ai_status cu_matmul(void *ctx, const backend_weight *w, const float *x, i
 }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }
+static ai_status cu_sample(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab,
+                           const backend_sample_params *params, int32_t *out, ai_err *err)
+{
+    return cuk_sample(S(ctx), logits, n_rows, n_vocab, params, out, NULL, 0, err); /* work: 0 bytes */
+}
+
 static ai_status cu_argmax(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out, ai_err *err)
 {
     return cuk_argmax(S(ctx), logits, n_rows, n_vocab, out, err);
@@ -322,7 +328,7 @@ static const backend_ops cuda_ops = {
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
     .matmul = cu_matmul, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
-    .attention = cu_attention, .argmax = cu_argmax, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
+    .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };
 
 bool backend_cuda_describe(int device, char *buf, size_t cap)

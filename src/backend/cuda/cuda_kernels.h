@@ -156,10 +156,7 @@ ai_status cuk_argmax(cuk_stream s, const float *logits, int32_t n_rows, int32_t 
  * the kept set is the shortest of the three prefixes of the order (logit desc, id asc); pick by u
  * over the renormalised set in that order. out[r] = -1 for a row with a NaN or +inf logit or with
  * every logit -inf (cuk_argmax: -1 on NaN). */
-typedef struct cuk_sample_params {
-    float temperature, top_p, min_p, u;
-    int32_t top_k;
-} cuk_sample_params;
+typedef backend_sample_params cuk_sample_params; /* {temperature, top_p, min_p, u; top_k} */
 
 size_t cuk_sample_work_size(int32_t n_rows, int32_t n_vocab); /* 0 today: work may be NULL */
 /* Without a full sort of the vocabulary. */
