@@ -71,11 +71,7 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     const int seq_len = a.seq_len[s];
     const int k_begin = split * chunk;
     const int group = a.n_head / a.n_head_kv;
-    if (k_begin >= seq_len) {
-        if (split == 0) /* an empty sequence (seq_len 0) gets zeros, as the generic kernel writes */
-            for (int i = tid; i < group * D; i += 128) a.out[(size_t)q0 * a.n_head * D + (size_t)kvh * group * D + i] = 0.f;
-        return;
-    }
+    if (k_begin >= seq_len) return; /* seq_len 0 is outside the contract (the row sits at seq_len - 1) */
     const int k_end = min(seq_len, k_begin + chunk);
 
     const float qscale = a.scale * KATTN_LOG2E;
