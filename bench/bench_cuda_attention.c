@@ -235,6 +235,7 @@ static float bench_attn(int n_seq, int ctx, int q_len, double *kv_bytes)
     a->scale = 0.08838834764831845f;
     a->work_size = cuk_attention_work_size(a);
     if (a->work_size) CK(cudaMalloc(&a->work, a->work_size));
+    if (a->work_size) CK(cudaMemset(a->work, 0, a->work_size)); /* decode's counters start at 0 */
     float ms = time_median(run_attn, &c, 1);
     *kv_bytes = 2.0 * (double)n_seq * ctx * row;
     cudaFree(k); cudaFree(v); cudaFree(q); cudaFree(o); cudaFree(bt); cudaFree(dqs); cudaFree(dsl);

@@ -7,6 +7,8 @@
  * hold NaN, so a kernel that reads a key it must not read fails. Outputs are poisoned (NaN).
  * The reference uses the cache values as stored (f16-rounded for f16 caches) and, for f16 caches,
  * f16-rounded queries (the prefill kernel rounds q to f16; decode keeps it f32, which is closer).
+ * Every case is then replayed twice in a CUDA graph of two calls and must give identical bits
+ * (decode's last-CTA merge resets its counters and merges in a fixed order).
  * Tolerances (||out - ref|| / ||ref||): f16 cache 3e-3 (f16 P for P.V, fp32 accumulate, approximate
  * exp2); f32 cache (generic kernel, all fp32) 1e-4.
  */
@@ -25,6 +27,37 @@ typedef struct attn_case {
     dtype kv;
     uint64_t seed;
 } attn_case;
+
+/* The same call twice inside a CUDA graph, the graph launched twice (4 calls on one work buffer,
+ * poisoned output before the replays): every call must give the first call's bits. Catches a
+ * decode counter that is not reset (the next call would never merge, or merge too early) and any
+ * order dependence in the last-CTA merge. */
+static void check_replay(const char *name, const cuk_attn_args *a, const float *first, size_t n_out)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    ai_err err = {0};
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    ai_status st = cuk_attention((cuk_stream)s, a, &err);
+    if (st == AI_OK) st = cuk_attention((cuk_stream)s, a, &err);
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (st != AI_OK) fail_msg("%s: cuk_attention in capture: %s", name, err.msg);
+    CUDA_OK(e);
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    CUDA_OK(cudaMemset(a->out, 0xFF, n_out * sizeof(float)));
+    CUDA_OK(cudaGraphLaunch(ge, s));
+    CUDA_OK(cudaGraphLaunch(ge, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    float *again = malloc(n_out * sizeof(float));
+    cuda_test_get(again, a->out, n_out * sizeof(float));
+    if (memcmp(again, first, n_out * sizeof(float)) != 0) fail_msg("%s: graph replay differs from the first call", name);
+    free(again);
+    CUDA_OK(cudaGraphExecDestroy(ge));
+    CUDA_OK(cudaGraphDestroy(g));
+    CUDA_OK(cudaStreamDestroy(s));
+}
 
 static void run_case(const attn_case *c)
 {
@@ -167,7 +200,11 @@ static void run_case(const attn_case *c)
     bounds.max_q_len = 4096;
     bounds.max_seq_len = 2 * max_seq;
     a.work_size = cuk_attention_work_size(&bounds);
-    a.work = a.work_size ? cuda_test_dup(NULL, a.work_size) : NULL;
+    a.work = NULL;
+    if (a.work_size) { /* zero-filled once, as the contract asks (decode's counters live there) */
+        CUDA_OK(cudaMalloc(&a.work, a.work_size));
+        CUDA_OK(cudaMemset(a.work, 0, a.work_size));
+    }
     ai_err err = {0};
     ai_status st = cuk_attention(NULL, &a, &err);
     if (st != AI_OK) fail_msg("%s: cuk_attention: %s", c->name, err.msg);
@@ -177,6 +214,7 @@ static void run_case(const attn_case *c)
     const double rel = cuda_test_rel_err(out, ref, n_out);
     printf("  %-44s n_tok %5d  work %8zu B  rel err %.2e (tol %.0e)\n", c->name, n_tok, a.work_size, rel, tol);
     if (!(rel < tol)) fail_msg("%s: rel err %g >= %g", c->name, rel, tol);
+    check_replay(c->name, &a, out, n_out);
 
     cudaFree(a.out);
     cudaFree((void *)a.q);
@@ -213,6 +251,9 @@ static void test_decode(void **state)
         {"decode f16 d128 32/8 heads bs16 4k x4", 4, {4096, 3000, 1, 2049}, {1, 1, 1, 1}, 32, 8, 128, 128, 16,
          DTYPE_F16, 15},
         {"decode f16 d128 gqa16 bs16", 3, {700, 33, 1}, {1, 1, 1}, 16, 1, 128, 128, 16, DTYPE_F16, 16},
+        /* batch 1, long context: many splits, merged by the last CTA (Llama-3-8B heads) */
+        {"decode f16 d128 32/8 heads bs16 1 x 20001", 1, {20001}, {1}, 32, 8, 128, 128, 16, DTYPE_F16, 30},
+        {"decode f16 d64 gqa2 bs16 1 x 5000", 1, {5000}, {1}, 4, 2, 64, 64, 16, DTYPE_F16, 31},
         {"decode f16 d96 (generic) bs16", 4, {1, 17, 100, 1000}, {1, 1, 1, 1}, 8, 2, 96, 96, 16, DTYPE_F16, 17},
         {"decode f32 d128 (generic) bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F32, 18},
         {"decode f32 d64 (generic) bs32 8k", 1, {8192}, {1}, 4, 1, 64, 64, 32, DTYPE_F32, 19},

@@ -54,6 +54,12 @@ static ai_status cu_alloc(void *ctx, size_t bytes, void **out, ai_err *err)
 {
     *out = NULL;
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    /* zero-filled in order with the ops (set-up only): attention's work keeps decode counters that
+     * must start at 0 (cuk_attention_work_size) */
+    if (e == cudaSuccess && (e = cudaMemsetAsync(*out, 0, bytes ? bytes : 1, ((cuda_be *)ctx)->stream)) != cudaSuccess) {
+        cudaFree(*out);
+        *out = NULL;
+    }
     if (e != cudaSuccess) {
         size_t fr = 0, tot = 0;
         cudaGetLastError();

@@ -136,7 +136,8 @@ typedef backend_attn cuk_attn_args; /* fields (include/aiinfra/backend.h):
  *   q_start (n_seq + 1); seq_len (n_seq); n_seq, n_tok; max_blocks (columns of block_tables);
  *   max_q_len (host bound on any q_len, 1 for pure decode); max_seq_len (host bound on any seq_len,
  *   <= max_blocks * block_size); n_head, n_head_kv, head_dim, head_dim_v, block_size; scale
- *   (usually 1 / sqrt(head_dim)); work, work_size (cuk_attention_work_size bytes: split-KV partials) */
+ *   (usually 1 / sqrt(head_dim)); work, work_size (cuk_attention_work_size bytes: split-KV partials
+ *   and counters; zero-fill work once after allocating it, every call leaves the counters zero) */
 
 /* May be called with bounds only (NULL pointers): the result covers any call with <= n_seq
  * sequences, the same heads, and any context. */

@@ -2,7 +2,8 @@
  * kernel (any head_dim <= 256, f16 or f32 cache) that backs every case the fast paths skip.
  *
  * Dispatch (cuk_attention):
- *   max_q_len == 1, f16, d = dv in {64, 128}, group <= 16  -> split-KV decode (k_attn_decode.cu)
+ *   max_q_len == 1, f16, d = dv in {64, 128}, group <= 16,
+ *   16-byte aligned caches, out and work                     -> split-KV decode, one launch (k_attn_decode.cu)
  *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
  *   anything else                                            -> kattn_generic (this file)
  * The generic kernel is one CTA of 128 threads per (query row, head): it walks the keys in chunks
@@ -13,7 +14,7 @@
  *
  * Measured on one H200 (bench/bench_cuda_attention.c, 2026-12-02; Llama-3-8B heads 32/8, d 128,
  * f16, block 16, shuffled tables; ceilings in the same run: D2D copy 4262 GB/s, cuBLASLt bf16
- * 8192^3 793 TFLOP/s): decode 1 x 32k 69.0 us = 1945 GB/s (46% of copy), 8 x 8k 88.5 us 3033 GB/s
+ * 8192^3 793 TFLOP/s): decode (the earlier split kernel + separate merge kernel) 1 x 32k 69.0 us = 1945 GB/s (46% of copy), 8 x 8k 88.5 us 3033 GB/s
  * (71%), 64 x 1k 96.9 us 2769 GB/s (65%), 256 x 1k 306.7 us 3501 GB/s (82%); prefill causal
  * 1 x 4096 641.5 us = 214 TFLOP/s (27% of the GEMM, 36% of SDPA's 591), 8 x 512 131 TFLOP/s.
  * 8-warp prefill CTAs (KATTN_FA_WARPS=8, 128-row tiles) measured the same (218 / 124 TFLOP/s).
@@ -151,7 +152,8 @@ static ai_status kattn_check(const cuk_attn_args *a, ai_err *err)
 
 /* Sizing may be asked with bounds only (pointers NULL, max_q_len of a prefill batch): the answer
  * covers every later call with the same heads and at most a->n_seq sequences, decode included
- * (prefill and the generic kernel need no work). */
+ * (prefill and the generic kernel need no work). The caller zero-fills the work once after
+ * allocating it: decode keeps its finishing counters there and leaves them zero after each call. */
 extern "C" size_t cuk_attention_work_size(const cuk_attn_args *a)
 {
     if (!a || kattn_check_shape(a) || !kattn_decode_shape_ok(a)) return 0;

@@ -7,6 +7,8 @@
  *  2. Keys at or beyond seq_len[s] are never read (cp.async zero-fills them), so stale or NaN
  *     cache rows cannot leak into an output through 0 * NaN.
  *  3. A query row of sequence s sits at position seq_len - q_len + j and sees keys 0 .. position.
+ *  4. Decode is one launch; its work buffer must be zero-filled once when allocated (see
+ *     KATTN_DEC_COUNTERS), after which any number of calls and graph replays may share it.
  */
 #ifndef AIINFRA_K_ATTN_H
 #define AIINFRA_K_ATTN_H
@@ -18,6 +20,11 @@
 
 /* Split-KV decode: keys per split are a multiple of this (4 warps x 16-key tiles). */
 #define KATTN_DEC_CHUNK_ALIGN 64
+/* Decode's finishing counters at the start of work, one per (sequence, kv head) of a split call
+ * (calls with more pairs never split). They must be zero the first time a work buffer is used
+ * (zero-fill it once after allocating); every decode call leaves them zero. */
+#define KATTN_DEC_COUNTERS 4096
+#define KATTN_DEC_COUNTER_BYTES ((size_t)KATTN_DEC_COUNTERS * 4)
 
 /* Number of KV splits decode uses for these arguments. */
 int kattn_decode_splits(const cuk_attn_args *a);
@@ -25,11 +32,11 @@ int kattn_decode_splits(const cuk_attn_args *a);
  * also checks the cache pointers' alignment. */
 int kattn_decode_shape_ok(const cuk_attn_args *a);
 int kattn_decode_supported(const cuk_attn_args *a);
-/* Bytes of partials this call needs (n_seq * n_head * splits * 4 warps * (d + 4) floats). */
+/* Bytes of work this call needs: the counters, then (only when it splits) the partials,
+ * n_seq * n_head * splits * (d + 4) floats. */
 size_t kattn_decode_work_need(const cuk_attn_args *a);
-/* An upper bound of kattn_decode_work_need over every call with the same heads and at most
- * a->n_seq sequences, whatever its max_seq_len: the plan keeps n_seq * n_head_kv * splits
- * <= max(n_seq * n_head_kv, 4 x resident CTAs). */
+/* An upper bound of kattn_decode_work_need over every call with the same heads, whatever its
+ * n_seq and max_seq_len: a call splits only when n_seq * n_head_kv * splits <= 4 x resident CTAs. */
 size_t kattn_decode_work_bound(const cuk_attn_args *a);
 cudaError_t kattn_decode_launch(cudaStream_t s, const cuk_attn_args *a);
 

@@ -1,4 +1,5 @@
-/* k_attn_decode.cu - split-KV ("flash-decoding") attention for q_len = 1, f16 cache, d in {64, 128}.
+/* k_attn_decode.cu - split-KV ("flash-decoding") attention for q_len = 1, f16 cache, d in {64, 128},
+ * as ONE kernel: the split partials are merged in-kernel by the last CTA to finish.
  *
  * Grid (split, kv head, sequence), 128 threads. A CTA serves ALL the query heads of its GQA group
  * (G = n_head / n_head_kv, padded to a power of two up to 16), so each K/V byte is read from memory
@@ -16,12 +17,27 @@
  *   softmax: fp32 online softmax in the log2 domain (scale * log2 e folded into q), per head.
  *   P.V: lane owns D / 32 dims for all G heads, reads V rows (8 or 4 bytes per lane, contiguous)
  *        and the tile's probabilities (broadcast) from shared memory.
- * Every warp writes its partial (m, l, acc[D]) to `work`; kattn_decode_reduce merges the
- * 4 * n_split partials of each (sequence, head) and writes the output row.
+ * Bytes in flight: each warp has one 16-key K+V tile loading while it computes the other (8 KB at
+ * d = 128), 32 KB per CTA, ~96 KB per SM at the 3 CTAs/SM the shared memory allows (d 128, G 4).
+ *
+ * Finish (why this version is faster than the previous split kernel + separate merge kernel): the
+ * 4 warps merge in shared memory into one partial (m, l, o[D]) per head; a sequence that ran in a
+ * single CTA (n_act = 1: no split, or a short sequence) writes its output directly. Otherwise each
+ * CTA stores its partial in `work`, fences, and bumps the (sequence, kv head) counter; the CTA
+ * that draws the last ticket merges the n_act partials (in split order: bitwise reproducible
+ * whichever CTA is last) and resets the counter to 0. No second launch (2-3 us per layer at
+ * batch 1), the merge runs while other CTAs still stream K/V, and a CTA writes 1 partial per head
+ * instead of 4 (one per warp), so the merge reads 4x less.
+ *
+ * work layout: KATTN_DEC_COUNTERS uint32 counters (index s * n_head_kv + kvh; at a fixed place so
+ * calls with any n_seq share them), then the partials (n_seq, n_head, n_split, D + 4) floats.
+ * The counters must be zero when the buffer is first used (callers zero-fill work once after
+ * allocating it); every call leaves them zero again, so graph replays stay correct.
  *
  * Invariants: 1. a processed tile always holds a valid key, so the running max is finite after it;
- * 2. a warp with no tile still writes m = -inf, l = 0, acc = 0 (weight 0 in the merge);
- * 3. the reducer only reads the partials of splits that start below seq_len (all written).
+ * 2. a warp with no tile keeps m = -inf, l = 0, acc = 0 (weight 0 in the merges);
+ * 3. exactly the n_act = ceil(seq_len / chunk) CTAs that run take a ticket, so the last ticket is
+ *    n_act - 1; a sequence with q_len 0 touches nothing.
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
@@ -34,10 +50,12 @@ template <int D, int G> struct dec_smem {
     static constexpr int STAGE = DEC_TK * (KST + D); /* halves per warp stage (K then V) */
     static constexpr size_t bytes =
         (size_t)G * D * 4 + (size_t)DEC_WARPS * 2 * STAGE * 2 + (size_t)DEC_WARPS * DEC_TK * G * 4;
+    /* the end-of-kernel warp merge reuses the K/V stages for (DEC_WARPS, G, D + 4) floats */
+    static_assert((size_t)DEC_WARPS * G * (D + 4) * 4 <= (size_t)DEC_WARPS * 2 * STAGE * 2, "merge fits the stages");
 };
 
 template <int D, int G>
-__global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, float *work)
+__global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
 {
     cuk_pdl_wait();
     constexpr int CH = D / 8, KST = dec_smem<D, G>::KST, STAGE = dec_smem<D, G>::STAGE, DPL = D / 32;
@@ -52,9 +70,9 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     if (a.q_start[s + 1] - q0 < 1) return;
     const int seq_len = a.seq_len[s];
     const int k_begin = split * chunk;
-    if (k_begin >= seq_len) return;
-    const int k_end = min(seq_len, k_begin + chunk);
     const int group = a.n_head / a.n_head_kv;
+    if (k_begin >= seq_len) return; /* seq_len 0 is outside the contract (the row sits at seq_len - 1) */
+    const int k_end = min(seq_len, k_begin + chunk);
 
     const float qscale = a.scale * KATTN_LOG2E;
     for (int i = tid; i < G * D; i += 128) {
@@ -167,16 +185,18 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
         st ^= 1;
     }
 
-    const size_t pstride = D + 4;
-    const int n_part = n_split * DEC_WARPS, pidx = split * DEC_WARPS + warp;
+    /* ---- 1. the 4 warps of this CTA merge in shared memory (the K/V stages are free now: every
+     * warp has waited for its last cp.async group) into one (m, l, o[D]) per head. */
+    __syncthreads();
+    constexpr int PS = D + 4; /* floats per partial: m, l, 2 pad (16-byte alignment), o[D] */
+    float *wm = (float *)stage_base; /* (DEC_WARPS, G, PS) */
 #pragma unroll
     for (int g = 0; g < G; g++) {
         if (g >= group) break;
         float l = lp[g];
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-        const int h = kvh * group + g;
-        float *pw = work + (((size_t)s * a.n_head + h) * n_part + pidx) * pstride;
+        float *pw = wm + (warp * G + g) * PS;
         if (lane == 0) {
             pw[0] = m[g];
             pw[1] = l;
@@ -184,34 +204,82 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
         if constexpr (DPL == 4) *(float4 *)(pw + 4 + lane * 4) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
         else *(float2 *)(pw + 4 + lane * 2) = make_float2(acc[g][0], acc[g][1]);
     }
-}
+    __syncthreads();
 
-/* Grid (n_head, n_seq), D threads: merges the partials of the splits that ran (each thread walks all
- * 4 * n_split partials of its head in turn). Measured on the H200 (bench_cuda_attention, 2026-12-02): this
- * serial merge is the suspected cause (not confirmed) of the 1 x 32k figure (47 splits, 188 partials per head:
- * 69 us, 46% of copy, where 8 x 8k with 24 partials reaches 71%); a parallel merge is the next step. */
-template <int D>
-__global__ void __launch_bounds__(D) kattn_decode_reduce(const cuk_attn_args a, int n_split, int chunk, const float *work)
-{
-    cuk_pdl_wait();
-    const int h = blockIdx.x, s = blockIdx.y, d = threadIdx.x;
-    const int q0 = a.q_start[s];
-    if (a.q_start[s + 1] - q0 < 1) return;
-    const int seq_len = a.seq_len[s];
-    const int n_act = seq_len > 0 ? min(n_split, (seq_len + chunk - 1) / chunk) * DEC_WARPS : 0;
-    const size_t pstride = D + 4;
-    const float *pw = work + ((size_t)s * a.n_head + h) * n_split * DEC_WARPS * pstride;
-    float M = -INFINITY;
-    for (int p = 0; p < n_act; p++) M = fmaxf(M, pw[p * pstride]);
-    float L = 0.f, acc = 0.f;
-    for (int p = 0; p < n_act; p++) {
-        const float w = kattn_exp2(pw[p * pstride] - M);
-        L = fmaf(w, pw[p * pstride + 1], L);
-        acc = fmaf(w, pw[p * pstride + 4 + d], acc);
+    /* Splits of this sequence that run (start below seq_len); only they take part in the merge. */
+    const int n_act = min(n_split, (seq_len + chunk - 1) / chunk);
+    float *parts = (float *)((char *)work + KATTN_DEC_COUNTER_BYTES);
+    constexpr int C4 = D / 4; /* float4 columns per head */
+    for (int it = tid; it < group * C4; it += 128) {
+        const int g = it / C4, c = it % C4;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[(w * G + g) * PS]);
+        float L = 0.f;
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++) {
+            const float *pw = wm + (w * G + g) * PS;
+            const float sc = kattn_exp2(pw[0] - M); /* an idle warp has m = -inf: weight 0 */
+            const float4 v = *(const float4 *)(pw + 4 + c * 4);
+            L = fmaf(sc, pw[1], L);
+            o.x = fmaf(sc, v.x, o.x); o.y = fmaf(sc, v.y, o.y); o.z = fmaf(sc, v.z, o.z); o.w = fmaf(sc, v.w, o.w);
+        }
+        const int h = kvh * group + g;
+        if (n_act == 1) { /* the whole sequence was this CTA's: finish here */
+            const float inv = 1.f / L;
+            *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)h * D + c * 4) =
+                make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+        } else {
+            float *pw = parts + (((size_t)s * a.n_head + h) * n_split + split) * PS;
+            if (c == 0) {
+                pw[0] = M;
+                pw[1] = L;
+            }
+            *(float4 *)(pw + 4 + c * 4) = o;
+        }
     }
-    a.out[(size_t)q0 * a.n_head * D + (size_t)h * D + d] = L > 0.f ? acc / L : 0.f;
-}
+    if (n_act == 1) return;
 
+    /* ---- 2. publish the partial; the last of the n_act CTAs of (sequence, kv head) to arrive
+     * merges them all. Release: every writer fences before the barrier, then one atomic. */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        unsigned *cnt = (unsigned *)work + (size_t)s * a.n_head_kv + kvh;
+        const unsigned ticket = atomicAdd(cnt, 1u);
+        last = ticket == (unsigned)(n_act - 1);
+        /* Every CTA of the group has counted: leave 0 for the next call (a later launch on this
+         * stream starts only after this grid has completed, so nothing races with the reset). */
+        if (last) atomicExch(cnt, 0u);
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence(); /* acquire: the other CTAs' partials are read from L2 (ld.cg), never a stale L1 */
+
+    /* ---- 3. merge the n_act partials of each head in split order (the same order whichever CTA is
+     * last, so the result is bitwise reproducible). */
+    for (int it = tid; it < group * C4; it += 128) {
+        const int g = it / C4, c = it % C4, h = kvh * group + g;
+        const float *pb = parts + ((size_t)s * a.n_head + h) * n_split * PS;
+        float M = -INFINITY;
+        for (int p = 0; p < n_act; p++) M = fmaxf(M, __ldcg(pb + (size_t)p * PS));
+        float L = 0.f;
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+        for (int p = 0; p < n_act; p++) {
+            const float *pw = pb + (size_t)p * PS;
+            const float sc = kattn_exp2(__ldcg(pw) - M);
+            const float4 v = __ldcg((const float4 *)(pw + 4 + c * 4));
+            L = fmaf(sc, __ldcg(pw + 1), L);
+            o.x = fmaf(sc, v.x, o.x); o.y = fmaf(sc, v.y, o.y); o.z = fmaf(sc, v.z, o.z); o.w = fmaf(sc, v.w, o.w);
+        }
+        const float inv = 1.f / L;
+        *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)h * D + c * 4) =
+            make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+    }
+}
 
 int kattn_decode_shape_ok(const cuk_attn_args *a)
 {
@@ -222,7 +290,8 @@ int kattn_decode_shape_ok(const cuk_attn_args *a)
 
 int kattn_decode_supported(const cuk_attn_args *a)
 {
-    return kattn_decode_shape_ok(a) && ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
+    return kattn_decode_shape_ok(a) && ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0 &&
+           ((uintptr_t)a->out & 15) == 0 && ((uintptr_t)a->work & 15) == 0;
 }
 
 /* CTAs of kattn_decode_split<D, G> resident on the whole GPU (SMs x occupancy); 3 x 132 when the
@@ -252,28 +321,38 @@ template <int D> static long dec_slots_d(int group)
     return dec_slots_g<D, 16>();
 }
 
-/* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN, >= 256 keys unless the context is
- * shorter) and the split count. Picks the split count with the least estimated time: waves of
- * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys), so batch-1 long contexts
- * spread over every SM and large batches avoid a mostly empty last wave. */
+static long dec_slots(const cuk_attn_args *a)
+{
+    const int group = a->n_head / a->n_head_kv;
+    return a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
+}
+
+/* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
+ * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
+ * exceed the counters). Otherwise the split count with the least estimated time: waves of
+ * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys) + the last CTA's merge
+ * (about one key per split), splits of at least 256 keys, at most 4 x slots CTAs in all (the
+ * work bound's cap). Batch 1 at long context spreads over every SM in one wave. */
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
-    const int group = a->n_head / a->n_head_kv;
-    const long slots = a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
+    const long slots = dec_slots(a);
+    const long full = ((long)a->max_seq_len + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
+    *n_split = 1;
+    *chunk = (int)full;
+    if (pairs >= slots || pairs > KATTN_DEC_COUNTERS) return;
     long max_ns = (a->max_seq_len + 255) / 256;
-    if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs; /* the work bound's cap */
-    if (max_ns < 1) max_ns = 1;
+    if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs;
     if (max_ns > 4096) max_ns = 4096;
-    long best_ns = 1, best_ch = 0;
+    long best_ns = 1, best_ch = full;
     double best_cost = 0;
     for (long ns = 1; ns <= max_ns; ns++) {
         long ch = (a->max_seq_len + ns - 1) / ns;
         ch = (ch + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
         const long real_ns = (a->max_seq_len + ch - 1) / ch;
         const long waves = (pairs * real_ns + slots - 1) / slots;
-        const double cost = (double)waves * (double)(ch + 48);
-        if (best_ch == 0 || cost < best_cost) {
+        const double cost = (double)waves * (double)(ch + 48) + (real_ns > 1 ? (double)real_ns : 0.0);
+        if (ns == 1 || cost < best_cost) {
             best_cost = cost;
             best_ns = real_ns;
             best_ch = ch;
@@ -292,16 +371,17 @@ int kattn_decode_splits(const cuk_attn_args *a)
 
 size_t kattn_decode_work_need(const cuk_attn_args *a)
 {
-    return (size_t)a->n_seq * a->n_head * kattn_decode_splits(a) * DEC_WARPS * (a->head_dim + 4) * sizeof(float);
+    const int ns = kattn_decode_splits(a);
+    const size_t parts = ns > 1 ? (size_t)a->n_seq * a->n_head * ns * (a->head_dim + 4) * sizeof(float) : 0;
+    return KATTN_DEC_COUNTER_BYTES + parts;
 }
 
 size_t kattn_decode_work_bound(const cuk_attn_args *a)
 {
-    const long pairs = (long)a->n_seq * a->n_head_kv;
+    /* A call splits only when n_seq * n_head_kv * n_split <= 4 x slots, so its partials are at most
+     * 4 x slots x group of them, whatever n_seq and max_seq_len. */
     const int group = a->n_head / a->n_head_kv;
-    const long slots = a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
-    const long cap = pairs > 4 * slots ? pairs : 4 * slots;
-    return (size_t)cap * group * DEC_WARPS * (a->head_dim + 4) * sizeof(float);
+    return KATTN_DEC_COUNTER_BYTES + (size_t)(4 * dec_slots(a)) * group * (a->head_dim + 4) * sizeof(float);
 }
 
 template <int D, int G> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
@@ -310,11 +390,7 @@ template <int D, int G> static cudaError_t dec_launch(cudaStream_t st, const cuk
     cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kattn_decode_split<D, G>, dim3(grid), dim3(128), sm, st, *a, ns, ch, (float *)a->work);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    cuk_launch(kattn_decode_reduce<D>, dim3((unsigned)a->n_head, (unsigned)a->n_seq), dim3(D), 0, st, *a, ns, ch,
-               (const float *)a->work);
+    cuk_launch(kattn_decode_split<D, G>, dim3(grid), dim3(128), sm, st, *a, ns, ch, a->work);
     return cudaGetLastError();
 }
 
