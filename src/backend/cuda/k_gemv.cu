@@ -35,6 +35,9 @@
  *   q4_0  1.46, 0.69, 2.04, 2.12, 2.57;  q8_0 (R 8 U 1, the variant now default) 2.77, 1.14, 3.38,
  *   3.65, 4.24. Small matrices lose to the fixed launch + ramp cost (~2-3 us per kernel).
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
  *     writes exactly y[0..n_tok)[0..n_out).

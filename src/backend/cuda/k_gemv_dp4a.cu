@@ -53,6 +53,9 @@
  * Registers (ptxas): 54-56 for R1U4 (3 CTAs of 256 per SM by __launch_bounds__), 125-128 for R4U4
  * (2 CTAs), 68-128 for the multi-token kernels; no spills, no stack.
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
  *     never written), x rows [0, n_tok), writes exactly y[0..n_tok)[0..n_out). No atomics.

@@ -20,6 +20,9 @@
  *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
  *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Every kernel waits with cuk_pdl_wait() before touching memory and is launched by cuk_launch (PDL).
  *
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
