@@ -64,6 +64,21 @@ typedef struct backend_sample_params {
     int32_t top_k;
 } backend_sample_params;
 
+/* Options of matmul_ex: the small decode ops around a matrix product folded into it. Batch-1 decode
+ * is a chain of ~9 kernels per layer; the GEMVs stream the weights at ~90-97% of copy bandwidth, and
+ * what is left is the launch + ramp latency of the small kernels between them (residual add + norm,
+ * SwiGLU), ~2-3 us each, not bytes. So those ops ride on the GEMV: its prologue computes the input
+ * while loading x, its epilogue adds into y. One op with options (not one op per combination) keeps
+ * the table small and lets step.c keep one layer loop; `matmul` stays for every other caller.
+ * The two prologues are exclusive; a backend without a fused kernel for a case composes its own ops
+ * (CPU always; CUDA above 16 tokens, where cuBLASLt runs: rmsnorm / swiglu_rows into its scratch). */
+typedef struct backend_mm_opts {
+    const float *norm_w; /* (n_in) f32 or NULL: the input row is rmsnorm(x row) * norm_w, x (n_tok, n_in) */
+    float eps;           /* the rmsnorm epsilon (with norm_w) */
+    bool swiglu_in;      /* x is (n_tok, 2 n_in) gate|up rows; the input row is silu(gate) * up (not with norm_w) */
+    bool accumulate;     /* y += input W^T (the residual add) instead of y = input W^T; y must not alias x */
+} backend_mm_opts;
+
 typedef struct backend_ops {
     const char *name;
     void (*free)(void *ctx);
@@ -112,7 +127,11 @@ typedef struct backend_ops {
                              ai_err *err);
     /* y (n_tok, n_out) = x (n_tok, n_in) W^T; scratch is the backend's own (sized by matmul_reserve). */
     ai_status (*matmul)(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
-    /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch. */
+    /* matmul with a fused prologue / epilogue (backend_mm_opts; opts NULL = matmul). */
+    ai_status (*matmul_ex)(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
+                           const backend_mm_opts *opts, ai_err *err);
+    /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch (for
+     * matmul and matmul_ex). */
     ai_status (*matmul_reserve)(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err);
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);
     ai_status (*attention)(void *ctx, const backend_attn *a, ai_err *err);

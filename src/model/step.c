@@ -4,14 +4,18 @@
  * last token of each sequence only (the only row sampling needs; for a 128k vocabulary that row
  * product is as large as a whole layer's). Per step:
  *   host:  tokens, positions, cache slots, q_start/seq_len, last-token rows, block tables -> one upload
- *   x = embed(tokens);  xn = rmsnorm(x) * attn_norm[0]
- *   per layer: q, k, v = xn W^T (+ bias);  [qwen3: per-head rmsnorm of q, k]
+ *   x = embed(tokens)
+ *   per layer: q, k, v = (rmsnorm(x) * attn_norm) W^T (+ bias);  [qwen3: per-head rmsnorm of q, k]
  *              rope(q, k, pos) and kv_store(k, v -> slots) in one op;  att = paged causal GQA attention(q)
- *              tmp = att Wo^T;  x += tmp, xn = rmsnorm(x) * ffn_norm          (one fused op)
- *              tmp = (silu(xn Wg^T) * xn Wu^T) Wd^T;  x += tmp, xn = rmsnorm(x) * next norm
- *   logits (n_seq, n_vocab) = gather(xn, last rows) W_out^T;  next = argmax(logits)
+ *              x += att Wo^T
+ *              gate|up = (rmsnorm(x) * ffn_norm) Wgu^T;  x += (silu(gate) * up) Wd^T
+ *   logits (n_seq, n_vocab) = (rmsnorm(gather(x, last rows)) * output_norm) W_out^T;  next = argmax(logits)
+ * The norms, the SwiGLU and the residual adds ride on the matrix products (matmul_ex, backend.h):
+ * with stacked q|k|v and gate|up weights a layer is 6 ops (matmul_ex x4, rope_store, attention)
+ * instead of 9, which at batch 1 on a GPU is ~3 launch latencies per layer. Where a product is not
+ * stacked, the norm goes once into xn and the SwiGLU is its own op (the unfused sequence).
  * Decode steps (q_len 1 everywhere) go through backend->run with a key per (batch size, context
- * bucket), so a GPU backend replays one captured graph per step instead of ~10 launches per layer.
+ * bucket), so a GPU backend replays one captured graph per step instead of ~6 launches per layer.
  * The step's launch shapes depend on the key alone: the context bound is rounded up to a power of
  * two and the block tables are packed with as many columns as that bound needs.
  */
@@ -50,20 +54,24 @@ static ai_status step_body(void *arg, ai_err *err)
                        .work_size = r->attn_work_size};
     at.scale = 1.0f / sqrtf((float)c->head_dim);
 
+    const backend_mm_opts add = {.accumulate = true}; /* y += product: the residual add */
+
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
-    TRY(o->rmsnorm(bc, r->xn, r->x, r->layers[0].attn_norm.data, n, dim, c->norm_eps, err));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const runner_layer *L = &r->layers[il];
+        const backend_mm_opts attn_in = {.norm_w = L->attn_norm.data, .eps = c->norm_eps};
+        const backend_mm_opts ffn_in = {.norm_w = L->ffn_norm.data, .eps = c->norm_eps};
         char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
         char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
         float *q = r->q, *k = r->k, *v = r->v;
         int64_t qs = qd, ks = kvd, vs = kvdv; /* row strides */
-        if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv */
-            TRY(o->matmul(bc, &L->wqkv, r->xn, n, r->q, err));
+        if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv; the norm in its prologue */
+            TRY(o->matmul_ex(bc, &L->wqkv, r->x, n, r->q, &attn_in, err));
             k = q + qd;
             v = k + kvd;
             qs = ks = vs = qd + kvd + kvdv;
-        } else {
+        } else { /* three products: normalise once */
+            TRY(o->rmsnorm(bc, r->xn, r->x, L->attn_norm.data, n, dim, c->norm_eps, err));
             TRY(o->matmul(bc, &L->wq, r->xn, n, q, err));
             TRY(o->matmul(bc, &L->wk, r->xn, n, k, err));
             TRY(o->matmul(bc, &L->wv, r->xn, n, v, err));
@@ -84,24 +92,23 @@ static ai_status step_body(void *arg, ai_err *err)
         at.v_cache = vc;
         at.q_stride = qs;
         TRY(o->attention(bc, &at, err));
-        TRY(o->matmul(bc, &L->wo, r->att, n, r->tmp, err));
-        TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, L->ffn_norm.data, n, dim, c->norm_eps, err));
-        float *act = r->gate;
-        if (r->fuse_gu) { /* one product for gate|up, rows of 2 n_ff; act = silu(gate) * up into `up` */
-            TRY(o->matmul(bc, &L->w_gu, r->xn, n, r->gate, err));
-            TRY(o->swiglu_rows(bc, r->up, r->gate, n, c->n_ff, err));
-            act = r->up;
+        TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
+        if (r->fuse_gu) { /* gate|up rows of 2 n_ff (norm in the prologue), then silu(gate) * up in the down
+                           * product's prologue */
+            const backend_mm_opts down_in = {.swiglu_in = true, .accumulate = true};
+            TRY(o->matmul_ex(bc, &L->w_gu, r->x, n, r->gate, &ffn_in, err));
+            TRY(o->matmul_ex(bc, &L->w_down, r->gate, n, r->x, &down_in, err));
         } else {
+            TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
             TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
             TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
             TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
+            TRY(o->matmul_ex(bc, &L->w_down, r->gate, n, r->x, &add, err));
         }
-        TRY(o->matmul(bc, &L->w_down, act, n, r->tmp, err));
-        const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
-        TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
     }
-    TRY(o->gather_rows(bc, r->xl, r->xn, meta(r, META_LAST, true), r->n_seq, dim, err));
-    TRY(o->matmul(bc, &r->output, r->xl, r->n_seq, r->logits, err));
+    const backend_mm_opts out_in = {.norm_w = r->output_norm.data, .eps = c->norm_eps};
+    TRY(o->gather_rows(bc, r->xl, r->x, meta(r, META_LAST, true), r->n_seq, dim, err));
+    TRY(o->matmul_ex(bc, &r->output, r->xl, r->n_seq, r->logits, &out_in, err));
     return o->argmax(bc, r->logits, r->n_seq, c->n_vocab, meta(r, META_OUT, true), err);
 }
 

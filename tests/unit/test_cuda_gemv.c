@@ -21,6 +21,15 @@
  *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
  *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
  *    dequantized to bf16: ~2^-9 relative per product).
+ *  - Fused variants (cuk_matmul_ex / cuk_gemv_path_ex: norm prologue, swiglu prologue, accumulate)
+ *    against the CPU backend's composition (rmsnorm as model_rmsnorm, silu(g) * u with expf, in
+ *    float; then the double product; y0 + product when accumulating): the same tolerances as the
+ *    plain product on each path (the prologue adds float rounding, ~1e-7). dp4a paths are also checked
+ *    against the int8-x reference built from the input the kernel rounds (x * norm_w, or silu(g) * u;
+ *    the norm's 1 / rms applied after): 1e-4 for the norm; 1e-3 for swiglu, whose device expf may
+ *    differ from the host's by an ulp and flip an int8 rounding (one flip is ~3e-4 here). When
+ *    accumulating, y is preset to random y0 and y - y0 is compared with the product, so a kernel that
+ *    overwrites y (or adds twice) fails.
  * Outputs are poisoned (NaN) before each call. Seeds are fresh per run (printed; set
  * AIINFRA_TEST_SEED to replay one).
  */
@@ -424,6 +433,146 @@ static void test_matmul_gemm(void **state)
     cuk_gemm_free(g);
 }
 
+// --- fused prologue / epilogue (cuk_matmul_ex) -----------------------------------------------
+
+enum { F_NORM = 1, F_SWIGLU = 2, F_ACC = 4 };
+
+/* The input row the fused op multiplies, as the CPU backend composes it (pre: what a dp4a kernel
+ * rounds to int8, r: the per-row factor applied after: the norm's 1 / rms, else 1). */
+static void fused_input(const float *x, int64_t n_tok, int64_t n_in, int mode, const float *nw, float eps, float *in,
+                        float *pre, double *r)
+{
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *o = in + (size_t)t * n_in, *p = pre + (size_t)t * n_in;
+        if (mode & F_NORM) {
+            const float *xr = x + (size_t)t * n_in;
+            double sum = 0;
+            for (int64_t i = 0; i < n_in; i++) sum += (double)(xr[i] * xr[i]);
+            const float scale = 1.0f / sqrtf((float)(sum / (double)n_in) + eps);
+            for (int64_t i = 0; i < n_in; i++) {
+                o[i] = (xr[i] * scale) * nw[i];
+                p[i] = xr[i] * nw[i];
+            }
+            r[t] = scale;
+        } else if (mode & F_SWIGLU) {
+            const float *g = x + (size_t)t * 2 * n_in, *u = g + n_in;
+            for (int64_t i = 0; i < n_in; i++) o[i] = p[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            r[t] = 1.0;
+        } else {
+            memcpy(o, x + (size_t)t * n_in, (size_t)n_in * sizeof(float));
+            memcpy(p, o, (size_t)n_in * sizeof(float));
+            r[t] = 1.0;
+        }
+    }
+}
+
+/* One fused call: path < 0 = cuk_matmul_ex (cuk_gemv's pick up to 16 tokens, cuBLASLt above), else
+ * cuk_gemv_path_ex(path). Fails the test past the tolerances of the header. */
+static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path, cuk_gemm *gemm, uint64_t *rng)
+{
+    const dtype t = tw->w.type;
+    const int64_t n_out = tw->w.n_out, n_in = tw->w.n_in;
+    const int64_t xw = (mode & F_SWIGLU) ? 2 * n_in : n_in;
+    const size_t nx = (size_t)n_tok * (size_t)xw, ni = (size_t)n_tok * (size_t)n_in, ny = (size_t)n_tok * (size_t)n_out;
+    float *x = malloc(nx * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float)), *in = malloc(ni * sizeof(float));
+    float *pre = malloc(ni * sizeof(float)), *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
+    double *r = malloc((size_t)n_tok * sizeof(double)), *ref = malloc(ny * sizeof(double));
+    assert_true(x && nw && in && pre && y0 && y && r && ref);
+    cuda_test_fill(x, nx, rng, (mode & F_SWIGLU) ? 3.0f : 1.0f);
+    for (int64_t i = 0; i < n_in; i++) nw[i] = 1.0f + 0.5f * cuda_test_randf(rng);
+    cuda_test_fill(y0, ny, rng, 1.0f);
+    const float eps = 1e-5f;
+    fused_input(x, n_tok, n_in, mode, nw, eps, in, pre, r);
+    reference(tw, in, n_tok, ref);
+
+    float *dx = cuda_test_dup(x, nx * sizeof(float)), *dnw = cuda_test_dup(nw, (size_t)n_in * sizeof(float));
+    float *dy = cuda_test_dup((mode & F_ACC) ? y0 : NULL, ny * sizeof(float)); /* else poisoned */
+    const cuk_mm_opts o = {.norm_w = (mode & F_NORM) ? dnw : NULL, .eps = eps, .swiglu_in = (mode & F_SWIGLU) != 0,
+                           .accumulate = (mode & F_ACC) != 0};
+    ai_err err = {0};
+    ai_status st;
+    if (path < 0) {
+        const size_t ws = cuk_matmul_work_size(&tw->w, n_tok);
+        void *work = ws ? cuda_test_dup(NULL, ws) : NULL;
+        st = cuk_matmul_ex(gemm, NULL, &tw->w, dx, n_tok, dy, &o, work, ws, &err);
+        CUDA_OK(cudaDeviceSynchronize());
+        cudaFree(work);
+    } else {
+        st = cuk_gemv_path_ex(NULL, &tw->w, dx, (int32_t)n_tok, dy, path, &o, &err);
+    }
+    if (st != AI_OK) fail_msg("fused %s mode %d path %d n_tok %lld: %s", dtype_name(t), mode, path, (long long)n_tok, err.msg);
+    cuda_test_get(y, dy, ny * sizeof(float));
+    if (mode & F_ACC)
+        for (size_t i = 0; i < ny; i++) y[i] -= y0[i];
+
+    const bool gemv = n_tok <= CUK_GEMV_MAX_TOK;
+    const int dq = gemv && is_quant(t) &&
+                   (path == 4 || (path <= 0 && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
+                                  (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
+    const double tol = t == DTYPE_F32 ? 1e-5 : (dq || !gemv) ? 1e-2 : 1e-4;
+    const double e = cuda_test_rel_err(y, ref, ny);
+    if ((!dq || n_in >= 256) && !(e <= tol))
+        fail_msg("fused %s %lldx%lld mode %d path %d n_tok %lld: rel err %.3g > %.1g", dtype_name(t), (long long)n_out,
+                 (long long)n_in, mode, path, (long long)n_tok, e, tol);
+    if (dq) {
+        reference_q8x(tw, pre, n_tok, ref);
+        for (int64_t tk = 0; tk < n_tok; tk++)
+            for (int64_t i = 0; i < n_out; i++) ref[(size_t)tk * n_out + i] *= r[tk];
+        const double eq = cuda_test_rel_err(y, ref, ny), tq = (mode & F_SWIGLU) ? 1e-3 : 1e-4;
+        if (!(eq <= tq))
+            fail_msg("fused %s %lldx%lld mode %d path %d n_tok %lld: rel err %.3g > %.0e against the int8-x reference",
+                     dtype_name(t), (long long)n_out, (long long)n_in, mode, path, (long long)n_tok, eq, tq);
+    }
+    cudaFree(dx);
+    cudaFree(dnw);
+    cudaFree(dy);
+    free(x); free(nw); free(in); free(pre); free(y0); free(y); free(r); free(ref);
+}
+
+static void test_matmul_fused(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x7777;
+    cuk_gemm *g = NULL;
+    ai_err err;
+    assert_int_equal(cuk_gemm_init(&g, &err), AI_OK);
+    /* odd n_out everywhere; 2053 rows: the tensor-core kernel's 16-row blocks; 14336 columns: the dp4a
+     * kernel takes 4 tokens per pass (swiglu rows are then 2 x 14336 apart); 33 x 99: the unaligned
+     * float kernel */
+    static const int64_t shapes[][2] = {{37, 96}, {129, 1056}, {2053, 512}, {71, 14336}, {33, 99}};
+    static const int64_t toks[] = {1, 3, 5, 8, 16, 17, 40};
+    static const int modes[] = {F_NORM, F_SWIGLU | F_ACC, F_ACC, F_NORM | F_ACC, F_SWIGLU};
+    for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
+        const dtype t = all_types[d];
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            if (is_quant(t) && shapes[si][1] % 32) continue;
+            test_weight tw;
+            weight_make(&tw, t, shapes[si][0], shapes[si][1], &rng);
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+                if (shapes[si][1] > 8192 && toks[k] > 16) continue; /* keeps the CPU reference short */
+                for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) {
+                    check_fused(&tw, toks[k], modes[mi], -1, g, &rng);
+                    if (toks[k] > CUK_GEMV_MAX_TOK) continue;
+                    /* forced kernel families (cuk_gemv_path): float-decoding; tensor cores; dp4a */
+                    check_fused(&tw, toks[k], modes[mi], 1, NULL, &rng);
+                    if (t == DTYPE_BF16 && shapes[si][1] % 32 == 0) check_fused(&tw, toks[k], modes[mi], 2, NULL, &rng);
+                    if (is_quant(t)) check_fused(&tw, toks[k], modes[mi], 4, NULL, &rng);
+                }
+            }
+            weight_free(&tw);
+        }
+    }
+    /* the prologues are exclusive */
+    float *buf = cuda_test_dup(NULL, 4096);
+    cuk_weight w = {.type = DTYPE_F32, .n_out = 4, .n_in = 32, .data = buf};
+    const cuk_mm_opts both = {.norm_w = buf, .eps = 1e-5f, .swiglu_in = true};
+    assert_int_equal(cuk_gemv_ex(NULL, &w, buf, 1, buf + 512, &both, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_matmul_ex(g, NULL, &w, buf, 1, buf + 512, &both, NULL, 0, &err), AI_ERR_INVALID);
+    cudaFree(buf);
+    cuk_gemm_free(g);
+}
+
 // --- random fill ----------------------------------------------------------------------------
 
 /* Values of a device weight as floats (host): planar -> GGUF rows -> dtype_dequantize_row. */
@@ -517,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_gemv_variants),
         cmocka_unit_test(test_gemv_dp4a_fallback),
         cmocka_unit_test(test_matmul_gemm),
+        cmocka_unit_test(test_matmul_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,9 @@ typedef struct cpu_be {
     dtype_f16_row_fn f16_row; /* picked once: the per-call CPUID check costs a VM exit */
     void *work;        /* matmul scratch (quantized activations), grown by matmul_reserve */
     size_t work_size;
+    float *pre;        /* matmul_ex: the prologue's input (max_tok, n_in), grown by matmul_reserve */
+    float *acc;        /* matmul_ex: the product before it is added into y (max_tok, n_out) */
+    size_t pre_n, acc_n; /* floats */
 } cpu_be;
 
 static void cb_free(void *ctx)
@@ -32,6 +35,8 @@ static void cb_free(void *ctx)
     cpu_be *b = ctx;
     threadpool_free(b->pool);
     free(b->work);
+    free(b->pre);
+    free(b->acc);
     free(b);
 }
 
@@ -187,11 +192,25 @@ static ai_status cb_gather_rows(void *ctx, float *out, const float *in, const in
     return AI_OK;
 }
 
+/* Grows *buf to n floats (set-up only). */
+static ai_status grow_f32(float **buf, size_t *have, size_t n, ai_err *err)
+{
+    if (n <= *have) return AI_OK;
+    float *p = malloc(n * sizeof(float));
+    if (!p) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: cannot allocate %zu floats of matmul_ex scratch", n);
+    free(*buf);
+    *buf = p;
+    *have = n;
+    return AI_OK;
+}
+
 static ai_status cb_matmul_reserve(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err)
 {
     cpu_be *b = ctx;
     size_t need;
     ai_status st = cpu_matmul_work_size(w->type, w->n_in, max_tok, &need, err);
+    if (st == AI_OK) st = grow_f32(&b->pre, &b->pre_n, (size_t)max_tok * (size_t)w->n_in, err);
+    if (st == AI_OK) st = grow_f32(&b->acc, &b->acc_n, (size_t)max_tok * (size_t)w->n_out, err);
     if (st != AI_OK || need <= b->work_size) return st;
     void *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!p) return ai_err_set(err, AI_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes of matmul scratch", need);
@@ -205,6 +224,32 @@ static ai_status cb_matmul(void *ctx, const backend_weight *w, const float *x, i
 {
     cpu_be *b = ctx;
     return cpu_matmul(b->pool, b->isa, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, b->work, b->work_size, err);
+}
+
+/* The composition the fused GPU kernels must match: rmsnorm or swiglu_rows into `pre`, the matmul
+ * (into `acc` when accumulating), then y += acc. The same ops in the same order as the unfused
+ * sequence, so the CPU forward is bit-for-bit what it was before matmul_ex. */
+static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
+                              const backend_mm_opts *o, ai_err *err)
+{
+    cpu_be *b = ctx;
+    if (!o) return cb_matmul(ctx, w, x, n_tok, y, err);
+    if (o->norm_w && o->swiglu_in)
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: the norm and swiglu prologues are exclusive");
+    const bool pro = o->norm_w || o->swiglu_in;
+    const size_t nin = (size_t)n_tok * (size_t)w->n_in, nout = (size_t)n_tok * (size_t)w->n_out;
+    if (n_tok < 1 || (pro && nin > b->pre_n) || (o->accumulate && nout > b->acc_n))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: %d rows of %lld -> %lld: scratch not reserved (matmul_reserve)",
+                          n_tok, (long long)w->n_in, (long long)w->n_out);
+    const float *in = x;
+    if (o->norm_w) cb_rmsnorm(ctx, b->pre, x, o->norm_w, n_tok, (int32_t)w->n_in, o->eps, err);
+    else if (o->swiglu_in) cb_swiglu_rows(ctx, b->pre, x, n_tok, (int32_t)w->n_in, err);
+    if (pro) in = b->pre;
+    float *out = o->accumulate ? b->acc : y;
+    ai_status st = cb_matmul(ctx, w, in, n_tok, out, err);
+    if (st != AI_OK || !o->accumulate) return st;
+    for (size_t i = 0; i < nout; i++) y[i] += out[i];
+    return AI_OK;
 }
 
 // --- paged attention ------------------------------------------------------------------------
@@ -341,7 +386,7 @@ static const backend_ops cpu_ops = {
     .download = cb_copy, .sync = cb_sync, .mem_free = cb_mem_free, .weight_bytes = cb_weight_bytes,
     .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
     .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias,
-    .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .gather_rows = cb_gather_rows, .rope_store = cb_rope_store, .matmul = cb_matmul,
+    .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .gather_rows = cb_gather_rows, .rope_store = cb_rope_store, .matmul = cb_matmul, .matmul_ex = cb_matmul_ex,
     .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
     .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms, .ceilings = cb_ceilings,
 };

@@ -193,6 +193,12 @@ static ai_status cu_matmul(void *ctx, const backend_weight *w, const float *x, i
     cuda_be *b = ctx;
     return cuk_matmul(b->gemm, b->stream, w, x, n_tok, y, b->mm_work, b->mm_work_size, err);
 }
+static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
+                              const backend_mm_opts *opts, ai_err *err)
+{
+    cuda_be *b = ctx;
+    return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
+}
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }
 static ai_status cu_sample(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab,
@@ -333,7 +339,7 @@ static const backend_ops cuda_ops = {
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
-    .matmul = cu_matmul, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
+    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };
 

@@ -120,6 +120,20 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
 #define CUK_GEMV_MAX_TOK 16
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
 
+/* Fused variants (backend_mm_opts, include/aiinfra/backend.h; o NULL = the plain call):
+ *   o->norm_w:    input = rmsnorm(x) * norm_w, x (n_tok, n_in): each GEMV CTA multiplies x by norm_w
+ *                 as it loads it, sums x^2 on the side and scales its dot products by
+ *                 1 / sqrt(mean(x^2) + eps) at the end (the scale is one number per token row);
+ *   o->swiglu_in: x (n_tok, 2 n_in) gate|up rows, input = silu(gate) * up, computed while loading;
+ *   o->accumulate: y += product (one thread owns each y element: no atomics).
+ * Above CUK_GEMV_MAX_TOK cuk_matmul_ex runs cuk_rmsnorm / cuk_swiglu_rows into its work area, then
+ * the GEMM with beta = 1 when accumulating. cuk_matmul_work_size covers both. */
+typedef backend_mm_opts cuk_mm_opts;
+ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok, float *y,
+                        const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
+ai_status cuk_gemv_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, const cuk_mm_opts *o,
+                      ai_err *err);
+
 // --- attention over a paged KV cache (k_attention.cu) ----------------------------------------
 
 /* A batch of n_seq sequences with n_tok query tokens in all. Sequence s owns query rows

@@ -22,9 +22,15 @@
  * table replaces entries round-robin. Later calls of the shape allocate nothing, and every call
  * uses the cuBLASLt workspace carved from `work`, so calls can be captured in a CUDA graph.
  *
+ * Fused options (cuk_matmul_ex): here, above the GEMV sizes, the prologue is the existing kernel
+ * (cuk_rmsnorm / cuk_swiglu_rows into an f32 copy of x in the work area) and accumulation is the
+ * GEMM's beta = 1 with C = D = y: at prefill sizes one more launch is noise against the GEMM, and
+ * the f32 copy costs max_tok n_in 4 bytes of scratch.
+ *
  * Invariants:
  *  1. work layout: [cuBLASLt workspace kLtWork][bf16 weight tile (quantized only)][x as 16-bit
- *     (n_tok, n_in)], each part 256-byte aligned; cuk_matmul_lt_work_size(w, max_tok) covers it.
+ *     (n_tok, n_in)][the fused prologue's f32 input (n_tok, n_in)], each part 256-byte aligned;
+ *     cuk_matmul_lt_work_size(w, max_tok) covers it.
  *  2. Every pointer handed to cuBLASLt is 16-byte aligned (the plans are made for that alignment).
  */
 #include <cublasLt.h>
@@ -255,6 +261,7 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     size_t n = kLtWork;
     if (is_quant(w->type)) n += align256((size_t)tile_rows(w) * (size_t)w->n_in * 2);
     if (w->type != DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 2);
+    n += align256((size_t)max_tok * (size_t)w->n_in * 4); /* fused prologue (norm / swiglu) */
     return n;
 }
 
@@ -264,10 +271,11 @@ extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
     return cuk_matmul_lt_work_size(w, max_tok);
 }
 
-extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
-                                   float *y, void *work, size_t work_size, ai_err *err)
+static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok, float *y,
+                           const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
 {
-    if (!g || !w || !w->data || !x || !y || n_tok < 1 || w->n_out < 1 || w->n_in < 1)
+    if (!g || !w || !w->data || !x || !y || n_tok < 1 || w->n_out < 1 || w->n_in < 1 || n_tok > (1 << 30) ||
+        (o && o->norm_w && o->swiglu_in))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: bad arguments (n_tok %lld)", (long long)n_tok);
     const dtype t = w->type;
     if (t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16 && !is_quant(t))
@@ -286,6 +294,13 @@ extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *
     unsigned char *tile = ws + kLtWork;
     unsigned char *xh = tile + (is_quant(t) ? align256((size_t)tile_rows(w) * (size_t)w->n_in * 2) : 0);
     const size_t nx = (size_t)n_tok * (size_t)w->n_in;
+    if (o && (o->norm_w || o->swiglu_in)) { /* the prologue into the f32 part (invariant 1) */
+        float *xf = (float *)(xh + (t != DTYPE_F32 ? align256(nx * 2) : 0));
+        ai_status st = o->norm_w ? cuk_rmsnorm(s, xf, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
+                                 : cuk_swiglu_rows(s, xf, x, (int32_t)n_tok, (int32_t)w->n_in, err);
+        if (st != AI_OK) return st;
+        x = xf;
+    }
     const void *b = x;
     if (t == DTYPE_F16) {
         cuk_launch(k_round_x<__half>, dim3(grid_for(nx)), dim3(256), 0, cs, x, (__half *)xh, nx);
@@ -296,7 +311,7 @@ extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
         b = xh;
     }
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = o && o->accumulate ? 1.0f : 0.0f; /* C = D = y */
     if (!is_quant(t)) {
         plan *p;
         ai_status st = plan_get(g, t, w->n_out, n_tok, w->n_in, w->n_out, &p, err);
@@ -326,9 +341,21 @@ extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *
     return AI_OK;
 }
 
+extern "C" ai_status cuk_matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
+                                   float *y, void *work, size_t work_size, ai_err *err)
+{
+    return matmul_lt(g, s, w, x, n_tok, y, NULL, work, work_size, err);
+}
+
 extern "C" ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
                                 float *y, void *work, size_t work_size, ai_err *err)
 {
-    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) return cuk_gemv(s, w, x, (int32_t)n_tok, y, err);
-    return cuk_matmul_lt(g, s, w, x, n_tok, y, work, work_size, err);
+    return cuk_matmul_ex(g, s, w, x, n_tok, y, NULL, work, work_size, err);
+}
+
+extern "C" ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
+                                   float *y, const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
+{
+    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) return cuk_gemv_ex(s, w, x, (int32_t)n_tok, y, o, err);
+    return matmul_lt(g, s, w, x, n_tok, y, o, work, work_size, err);
 }

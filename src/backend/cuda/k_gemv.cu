@@ -35,6 +35,9 @@
  *   q4_0  1.46, 0.69, 2.04, 2.12, 2.57;  q8_0 (R 8 U 1, the variant now default) 2.77, 1.14, 3.38,
  *   3.65, 4.24. Small matrices lose to the fixed launch + ramp cost (~2-3 us per kernel).
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
  *     writes exactly y[0..n_tok)[0..n_out).
@@ -48,6 +51,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
+#include "backend/cuda/k_gemv_fuse.h"
 
 namespace {
 
@@ -117,16 +121,25 @@ __device__ __forceinline__ void decode8_nib(uint32_t a, uint32_t b, float *f)
     f[4] = byte_f<0>(b); f[5] = byte_f<1>(b); f[6] = byte_f<2>(b); f[7] = byte_f<3>(b);
 }
 
-/* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once.
- * SUM: also sx[t] += sum_j x_t[e0 + j] (q4's offset term), from the same loads. */
-template <int T, int R, bool SUM = false>
+/* The fused-input context of a thread: mode M's options, n_in, and the running x^2 sums (FUSE_NORM). */
+template <int M, int T> struct xin {
+    const cuk_fuse &f;
+    int n_in;
+    float (&ss)[T];
+};
+
+/* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once (and
+ * turned into the fused input, k_gemv_fuse.h). SUM: also sx[t] += sum_j x_t[e0 + j] (q4's offset
+ * term), from the same loads. */
+template <int T, int R, int M, bool SUM = false>
 __device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const (&xt)[T], int e0, float (&acc)[R][T],
-                                     float *sx = nullptr)
+                                     const xin<M, T> &xi, float *sx = nullptr)
 {
+    const float4 na = fuse_nw4<M>(xi.f, e0), nb = fuse_nw4<M>(xi.f, e0 + 4);
 #pragma unroll
     for (int t = 0; t < T; t++) {
-        const float4 a = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0));
-        const float4 b = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0 + 4));
+        const float4 a = fuse_x4<M>(xt[t], xi.n_in, e0, na, xi.ss[t]);
+        const float4 b = fuse_x4<M>(xt[t], xi.n_in, e0 + 4, nb, xi.ss[t]);
         if constexpr (SUM) sx[t] += ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -141,15 +154,16 @@ __device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const 
 }
 
 /* One chunk (index c) of R rows into acc. q[r]: the 16 raw bytes; sc: the rows' scale words. */
-template <int K, int T, int R>
+template <int K, int T, int R, int M>
 __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float *const (&xt)[T],
-                                      int c, float (&acc)[R][T])
+                                      int c, float (&acc)[R][T], const xin<M, T> &xi)
 {
     if constexpr (K == W_F32) {
         const int e0 = c * 4;
+        const float4 nw = fuse_nw4<M>(xi.f, e0);
 #pragma unroll
         for (int t = 0; t < T; t++) {
-            const float4 a = __ldg(reinterpret_cast<const float4 *>(xt[t] + e0));
+            const float4 a = fuse_x4<M>(xt[t], xi.n_in, e0, nw, xi.ss[t]);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float s = acc[r][t];
@@ -165,16 +179,16 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
             decode8<K>(q[r].x, q[r].y, &f[r][0]);
             decode8<K>(q[r].z, q[r].w, &f[r][4]);
         }
-        fma8<T, R>(f, xt, c * 8, acc);
+        fma8<T, R, M>(f, xt, c * 8, acc, xi);
     } else if constexpr (K == W_Q8_0) {
         float p[R][T] = {};
         float f[R][8];
 #pragma unroll
         for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].x ^ 0x80808080u, q[r].y ^ 0x80808080u, f[r]);
-        fma8<T, R>(f, xt, c * 16, p);
+        fma8<T, R, M>(f, xt, c * 16, p, xi);
 #pragma unroll
         for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].z ^ 0x80808080u, q[r].w ^ 0x80808080u, f[r]);
-        fma8<T, R>(f, xt, c * 16 + 8, p);
+        fma8<T, R, M>(f, xt, c * 16 + 8, p, xi);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const float d = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
@@ -194,7 +208,7 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
                 const uint32_t sh = g < 2 ? 0 : 4;
                 decode8_nib((a >> sh) & 0x0F0F0F0Fu, (b >> sh) & 0x0F0F0F0Fu, f[r]);
             }
-            fma8<T, R, true>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p, sx);
+            fma8<T, R, M, true>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p, xi, sx);
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -206,11 +220,11 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
     }
 }
 
-template <int K, int T, int R, int U, int L>
+template <int K, int T, int R, int U, int L, int M>
 __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
                                                    const unsigned char *__restrict__ scales,
                                                    const float *__restrict__ x, float *__restrict__ y, int n_out,
-                                                   int n_in, int n_tok)
+                                                   int n_in, int n_tok, cuk_fuse fz)
 {
     cuk_pdl_wait();
     constexpr int E = Traits<K>::E;
@@ -228,9 +242,11 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
     }
     const float *xt[T];
 #pragma unroll
-    for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * n_in;
+    for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
 
     float acc[R][T] = {};
+    float ss[T] = {}; /* FUSE_NORM: this thread's share of sum(x^2) per token */
+    const xin<M, T> xi{fz, n_in, ss};
     const int nblk = n_in / 32;
     for (int c0 = threadIdx.x; c0 < nc; c0 += kThreads * U) {
         uint4 q[U][R];
@@ -258,11 +274,11 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + u * kThreads;
-            if (c < nc) chunk<K, T, R>(q[u], sc[u], xt, c, acc);
+            if (c < nc) chunk<K, T, R, M>(q[u], sc[u], xt, c, acc, xi);
         }
     }
 
-    __shared__ float red[kThreads / 32][R * T];
+    __shared__ float red[kThreads / 32][R * T + T]; /* dot products, then (FUSE_NORM) sum(x^2) per token */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -274,85 +290,143 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
             if (lane == 0) red[warp][r * T + t] = v;
         }
     }
+    if constexpr (M == FUSE_NORM) {
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float v = ss[t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) red[warp][R * T + t] = v;
+        }
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < R * T; i += kThreads) {
         const int r = i / T, t = i % T;
-        float v = 0.0f;
+        float v = 0.0f, sq = 0.0f;
 #pragma unroll
         for (int k = 0; k < kThreads / 32; k++) v += red[k][i];
-        if (row0 + r < n_out && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
+        if constexpr (M == FUSE_NORM) {
+#pragma unroll
+            for (int k = 0; k < kThreads / 32; k++) sq += red[k][R * T + t];
+        }
+        if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
     }
 }
 
 /* Any n_in and alignment, float weights: block (row, token) computes one dot product. */
-template <int K>
+template <int K, int M>
 __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ w, const float *__restrict__ x,
-                                                       float *__restrict__ y, int n_out, int n_in)
+                                                       float *__restrict__ y, int n_out, int n_in, cuk_fuse fz)
 {
     cuk_pdl_wait();
     const int row = blockIdx.x, t = blockIdx.y;
-    const float *xr = x + (size_t)t * n_in;
-    float s = 0.0f;
+    const float *xr = x + (size_t)t * fuse_x_stride<M>(n_in);
+    float s = 0.0f, ss = 0.0f;
     for (int i = threadIdx.x; i < n_in; i += kThreads) {
         const size_t k = (size_t)row * n_in + i;
-        float v;
+        float v, xv = xr[i];
         if constexpr (K == W_F32) v = static_cast<const float *>(w)[k];
         else if constexpr (K == W_F16) v = __half2float(static_cast<const __half *>(w)[k]);
         else v = __bfloat162float(static_cast<const __nv_bfloat16 *>(w)[k]);
-        s = fmaf(v, xr[i], s);
+        if constexpr (M == FUSE_NORM) {
+            ss = fmaf(xv, xv, ss);
+            xv *= fz.nw[i];
+        } else if constexpr (M == FUSE_SWIGLU) {
+            xv = fuse_silu_mul(xv, xr[n_in + i]);
+        }
+        s = fmaf(v, xv, s);
     }
-    __shared__ float red[kThreads / 32];
+    __shared__ float red[2][kThreads / 32];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
+    for (int o = 16; o > 0; o >>= 1) {
+        s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+        ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        red[0][threadIdx.x >> 5] = s;
+        red[1][threadIdx.x >> 5] = ss;
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
-        float v = 0.0f;
-        for (int k = 0; k < kThreads / 32; k++) v += red[k];
-        y[(size_t)t * n_out + row] = v;
+        float v = 0.0f, sq = 0.0f;
+        for (int k = 0; k < kThreads / 32; k++) {
+            v += red[0][k];
+            sq += red[1][k];
+        }
+        fuse_store<M>(fz, y + (size_t)t * n_out + row, v, sq, n_in);
     }
 }
 
 /* Rows per block R and loads per thread in flight U for tile T: x reuse in registers against
  * spills (0 spill bytes for all of these; ptxas -v). n_tok = 1 picks were measured (bench variants). */
-template <int K, int T> struct Shape {
+/* FUSE_SWIGLU at T = 1 on float weights: R 4 U 2 (a bench variant, "R4U2"): silu costs 2 MUFU ops
+ * per x element and CTA; with one row per CTA that is 2 per weight value, ~18 per SM and clock at
+ * the bf16 weight rate against 16 available, with four rows 0.5 (k_gemv_fuse.h). */
+/* Fused quantized at T = 1: R 4 (R 8 spilled with the fused prologue's registers). */
+template <int K, int T, int M = FUSE_NONE> struct Shape {
     static constexpr bool q4 = K == W_Q4_0 || K == W_Q4_1;
     static constexpr bool fl = K == W_F32 || K == W_F16 || K == W_BF16;
-    static constexpr int R = T == 1 ? (fl ? 1 : 8) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
-    static constexpr int U = fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : 1;
+    static constexpr bool sw1 = M == FUSE_SWIGLU && T == 1 && fl;
+    static constexpr int R = sw1 ? 4 : (T == 1 && M != FUSE_NONE && !fl) ? 4 : T == 1 ? (fl ? 1 : 8) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
+    static constexpr int U = sw1 ? 2 : fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : 1;
 };
 
-template <int K, int T, int R, int U, int L>
-void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+template <int K, int T, int R, int U, int L, int M = FUSE_NONE>
+void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f = cuk_fuse{})
 {
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
     const unsigned blocks = (unsigned)((w->n_out + R - 1) / R);
-    cuk_launch(k_gemv<K, T, R, U, L>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y, (int)w->n_out,
-               (int)w->n_in, n_tok);
+    cuk_launch(k_gemv<K, T, R, U, L, M>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y,
+               (int)w->n_out, (int)w->n_in, n_tok, f);
 }
 
-template <int K, int T>
-void launch_t(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+template <int K, int T, int M>
+void launch_t(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
-    launch_v<K, T, Shape<K, T>::R, Shape<K, T>::U, 0>(s, w, x, n_tok, y);
+    launch_v<K, T, Shape<K, T, M>::R, Shape<K, T, M>::U, 0, M>(s, w, x, n_tok, y, f);
+}
+
+/* Fused quantized kernels exist for T = 1, 2 only (the T >= 4 ones spilled; cuk_gemv_path_ex runs
+ * one n_tok = 1 pass per token there: a path real models never take, dp4a has them). */
+/* Fused quantized kernels exist for T = 1, 2 only (the T >= 4 ones spilled); cuk_gemv_path_ex runs
+ * one n_tok = 1 pass per token there - a path real models never take (dp4a covers them). */
+template <int K, int M>
+void launch_km(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    if (n_tok == 1) {
+        launch_t<K, 1, M>(s, w, x, n_tok, y, f);
+    } else if constexpr (K >= W_Q8_0 && M != FUSE_NONE) {
+        launch_t<K, 2, M>(s, w, x, n_tok, y, f); /* n_tok == 2: the dispatcher loops above */
+    } else {
+        if (n_tok == 2) launch_t<K, 2, M>(s, w, x, n_tok, y, f);
+        else if (n_tok <= 4) launch_t<K, 4, M>(s, w, x, n_tok, y, f);
+        else if (n_tok <= 8) launch_t<K, 8, M>(s, w, x, n_tok, y, f);
+        else launch_t<K, 16, M>(s, w, x, n_tok, y, f);
+    }
 }
 
 template <int K>
-void launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+void launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, int m, cuk_fuse f)
 {
-    if (n_tok == 1) launch_t<K, 1>(s, w, x, n_tok, y);
-    else if (n_tok == 2) launch_t<K, 2>(s, w, x, n_tok, y);
-    else if (n_tok <= 4) launch_t<K, 4>(s, w, x, n_tok, y);
-    else if (n_tok <= 8) launch_t<K, 8>(s, w, x, n_tok, y);
-    else launch_t<K, 16>(s, w, x, n_tok, y);
+    if (m == FUSE_NORM) launch_km<K, FUSE_NORM>(s, w, x, n_tok, y, f);
+    else if (m == FUSE_SWIGLU) launch_km<K, FUSE_SWIGLU>(s, w, x, n_tok, y, f);
+    else launch_km<K, FUSE_NONE>(s, w, x, n_tok, y, f);
+}
+
+template <int K, int M>
+void launch_any_m(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    cuk_launch(k_gemv_any<K, M>, dim3((unsigned)w->n_out, (unsigned)n_tok), dim3(kThreads), 0, (cudaStream_t)s,
+               w->data, x, y, (int)w->n_out, (int)w->n_in, f);
 }
 
 template <int K>
-void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+void launch_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, int m, cuk_fuse f)
 {
-    cuk_launch(k_gemv_any<K>, dim3((unsigned)w->n_out, (unsigned)n_tok), dim3(kThreads), 0, (cudaStream_t)s, w->data, x,
-               y, (int)w->n_out, (int)w->n_in);
+    if (m == FUSE_NORM) launch_any_m<K, FUSE_NORM>(s, w, x, n_tok, y, f);
+    else if (m == FUSE_SWIGLU) launch_any_m<K, FUSE_SWIGLU>(s, w, x, n_tok, y, f);
+    else launch_any_m<K, FUSE_NONE>(s, w, x, n_tok, y, f);
 }
 
 } // namespace
@@ -404,9 +478,28 @@ extern "C" ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x,
 extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                    int path, ai_err *err)
 {
+    return cuk_gemv_path_ex(s, w, x, n_tok, y, path, NULL, err);
+}
+
+extern "C" ai_status cuk_gemv_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                 const cuk_mm_opts *o, ai_err *err)
+{
+    return cuk_gemv_path_ex(s, w, x, n_tok, y, 0, o, err);
+}
+
+extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                      int path, const cuk_mm_opts *o, ai_err *err)
+{
     if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_in < 1 ||
         w->n_out > (1 << 30) || w->n_in > (1 << 30))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: bad arguments (n_tok %d)", (int)n_tok);
+    if (o && o->norm_w && o->swiglu_in)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: norm and swiglu prologues are exclusive");
+    const int m = cuk_fuse_mode(o);
+    const cuk_fuse fz = cuk_fuse_of(o);
+    const size_t xstride = m == FUSE_SWIGLU ? 2 * (size_t)w->n_in : (size_t)w->n_in;
+    if (m == FUSE_NORM && (uintptr_t)o->norm_w % 16) /* read as float4 beside x */
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: norm weight not 16-byte aligned");
     const bool quant = w->type == DTYPE_Q8_0 || w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;
     if (quant && w->n_in % 32)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: n_in %lld of %s is not a multiple of 32",
@@ -421,29 +514,32 @@ extern "C" ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const floa
      * CUK_GEMV_Q8_DP4A_MIN_TOK tokens, where the float-decoding kernels stay ahead (k_gemv.h) */
     const bool dq_default = quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0 &&
                             (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK);
-    if (path == 4 || (path == 0 && dq_default)) return cuk_gemv_dp4a(s, w, x, n_tok, y, 0, 0, 0, err);
+    if (path == 4 || (path == 0 && dq_default)) return cuk_gemv_dp4a_ex(s, w, x, n_tok, y, 0, 0, 0, o, err);
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
-        return cuk_gemv_bf16_mma(s, w, x, n_tok, y, err);
+        return cuk_gemv_bf16_mma(s, w, x, n_tok, y, o, err);
     const bool q4 = w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;
-    if (n_tok > 1 && (path == 3 || (path == 0 && q4 && n_tok >= CUK_GEMV_Q4_LOOP_MIN_TOK))) {
+    if (n_tok > 1 && (path == 3 || (path == 0 && q4 && n_tok >= CUK_GEMV_Q4_LOOP_MIN_TOK) ||
+                      (quant && m != FUSE_NONE && n_tok > 2))) {
         /* one n_tok = 1 pass per token (reads W n_tok times; see CUK_GEMV_Q4_LOOP_MIN_TOK) */
         for (int32_t t = 0; t < n_tok; t++) {
-            ai_status st = cuk_gemv_path(s, w, x + (size_t)t * w->n_in, 1, y + (size_t)t * w->n_out, 1, err);
+            ai_status st = cuk_gemv_path_ex(s, w, x + (size_t)t * xstride, 1, y + (size_t)t * w->n_out, 1, o, err);
             if (st != AI_OK) return st;
         }
         return AI_OK;
     }
     switch (w->type) {
-    case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y) : launch_any<W_F32>(s, w, x, n_tok, y); break;
-    case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y) : launch_any<W_F16>(s, w, x, n_tok, y); break;
-    case DTYPE_BF16: vec ? launch_k<W_BF16>(s, w, x, n_tok, y) : launch_any<W_BF16>(s, w, x, n_tok, y); break;
+    case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y, m, fz) : launch_any<W_F32>(s, w, x, n_tok, y, m, fz); break;
+    case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y, m, fz) : launch_any<W_F16>(s, w, x, n_tok, y, m, fz); break;
+    case DTYPE_BF16:
+        vec ? launch_k<W_BF16>(s, w, x, n_tok, y, m, fz) : launch_any<W_BF16>(s, w, x, n_tok, y, m, fz);
+        break;
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
     case DTYPE_Q4_1:
         if (!vec) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: weights or x not 16-byte aligned");
-        if (w->type == DTYPE_Q8_0) launch_k<W_Q8_0>(s, w, x, n_tok, y);
-        else if (w->type == DTYPE_Q4_0) launch_k<W_Q4_0>(s, w, x, n_tok, y);
-        else launch_k<W_Q4_1>(s, w, x, n_tok, y);
+        if (w->type == DTYPE_Q8_0) launch_k<W_Q8_0>(s, w, x, n_tok, y, m, fz);
+        else if (w->type == DTYPE_Q4_0) launch_k<W_Q4_0>(s, w, x, n_tok, y, m, fz);
+        else launch_k<W_Q4_1>(s, w, x, n_tok, y, m, fz);
         break;
     default: return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv: dtype %s", dtype_name(w->type));
     }

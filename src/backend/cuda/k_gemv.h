@@ -15,7 +15,8 @@ ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, fl
                            ai_err *err);
 
 /* The tensor-core bf16 GEMV (k_gemv_mma.cu): n_in % 32 == 0, 16-byte aligned weights and x. */
-ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
+ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                            const cuk_mm_opts *o, ai_err *err);
 
 /* cuk_gemv with the kernel family forced: path 0 = as cuk_gemv picks, 1 = CUDA cores with float
  * decoding (one pass for all tokens), 2 = tensor cores (bf16 with n_in % 32 == 0 only; AI_ERR_INVALID
@@ -23,6 +24,9 @@ ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, i
  * only; AI_ERR_INVALID otherwise). For tests and benchmarks. */
 ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int path,
                         ai_err *err);
+/* cuk_gemv_path with the fused prologue / epilogue of o (cuda_kernels.h; NULL = none). */
+ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int path,
+                           const cuk_mm_opts *o, ai_err *err);
 
 /* Smallest n_tok for which cuk_gemv sends bf16 weights to the tensor cores (bench 2026-12-02:
  * CUDA cores ahead at n_tok <= 4 on the Llama-3-8B shapes overall, tensor cores 1.4-2.3x ahead at 8). */
@@ -36,6 +40,11 @@ ai_status cuk_gemv_path(cuk_stream s, const cuk_weight *w, const float *x, int32
  * 16-byte aligned, n_in % 32 == 0. */
 ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int rows,
                         int unroll, int early, ai_err *err);
+/* cuk_gemv_dp4a with the fused prologue / epilogue of o (NULL = none): the norm / SwiGLU is applied to
+ * x before its int8 rounding (the norm's 1 / rms scale after the dot products: rounding per 32-block
+ * is scale-invariant). */
+ai_status cuk_gemv_dp4a_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int rows,
+                           int unroll, int early, const cuk_mm_opts *o, ai_err *err);
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);

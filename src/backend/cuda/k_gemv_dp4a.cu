@@ -53,6 +53,9 @@
  * Registers (ptxas): 54-56 for R1U4 (3 CTAs of 256 per SM by __launch_bounds__), 125-128 for R4U4
  * (2 CTAs), 68-128 for the multi-token kernels; no spills, no stack.
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
  *     never written), x rows [0, n_tok), writes exactly y[0..n_tok)[0..n_out). No atomics.
@@ -66,6 +69,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
+#include "backend/cuda/k_gemv_fuse.h"
 
 namespace {
 
@@ -86,16 +90,38 @@ __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
     return (uint32_t)(a & 0xFF) | (uint32_t)(b & 0xFF) << 8 | (uint32_t)(c & 0xFF) << 16 | (uint32_t)d << 24;
 }
 
-/* x rows -> int8 blocks + {d, s, sum x, 0} in shared memory (see the header). 4 threads per 32-block,
- * kQU items per thread with their loads issued before any is used (the prologue is latency-bound). */
-template <int K, int T, int W>
+/* The fused input (k_gemv_fuse.h) of 4 x values at src: x * norm_w (sq += x^2), or silu(g) * u with
+ * u n_in floats after g (expf, as cuk_swiglu_rows: the prologue runs once per CTA, not per row). */
+template <int M>
+__device__ __forceinline__ float4 fused4(const float *src, const float *nw, int n_in, float &sq)
+{
+    const float4 a = __ldg(reinterpret_cast<const float4 *>(src));
+    if constexpr (M == FUSE_NORM) {
+        const float4 w = __ldg(reinterpret_cast<const float4 *>(nw));
+        sq = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, sq))));
+        return make_float4(a.x * w.x, a.y * w.y, a.z * w.z, a.w * w.w);
+    } else if constexpr (M == FUSE_SWIGLU) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(src + n_in));
+        return make_float4(a.x / (1.0f + expf(-a.x)) * u.x, a.y / (1.0f + expf(-a.y)) * u.y,
+                           a.z / (1.0f + expf(-a.z)) * u.z, a.w / (1.0f + expf(-a.w)) * u.w);
+    } else {
+        (void)nw; (void)n_in; (void)sq;
+        return a;
+    }
+}
+
+/* x rows -> int8 blocks + {d, s, sum x, sum x^2 (FUSE_NORM: of the raw x)} in shared memory (see the
+ * header). 4 threads per 32-block, kQU items per thread with their loads issued before any is used
+ * (the prologue is latency-bound). */
+template <int K, int T, int W, int M>
 __device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, float4 *xs,
-                                           unsigned char *xq)
+                                           unsigned char *xq, const float *__restrict__ nw)
 {
     constexpr int NT = W * 32;
     const int nblk = n_in / 32, per_tok = n_in / 8, total = T * per_tok;
     for (int i0 = 0; i0 < total; i0 += NT * kQU) { /* every lane runs every iteration (shuffles) */
         float4 a[kQU], b[kQU];
+        float x2[kQU];
         int tt[kQU], ee[kQU];
 #pragma unroll
         for (int k = 0; k < kQU; k++) {
@@ -104,12 +130,13 @@ __device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_to
             ee[k] = 0;
             a[k] = make_float4(0, 0, 0, 0);
             b[k] = a[k];
+            x2[k] = 0.0f;
             if (i < total) { /* the same for the 4 lanes of a block: total % 4 == 0 */
                 tt[k] = i / per_tok;
                 ee[k] = (i - tt[k] * per_tok) * 8;
-                const float *src = x + (size_t)min(tt[k], n_tok - 1) * n_in + ee[k];
-                a[k] = __ldg(reinterpret_cast<const float4 *>(src));
-                b[k] = __ldg(reinterpret_cast<const float4 *>(src + 4));
+                const float *src = x + (size_t)min(tt[k], n_tok - 1) * fuse_x_stride<M>(n_in) + ee[k];
+                a[k] = fused4<M>(src, nw + ee[k], n_in, x2[k]);
+                b[k] = fused4<M>(src + 4, nw + ee[k] + 4, n_in, x2[k]);
             }
         }
 #pragma unroll
@@ -129,12 +156,17 @@ __device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_to
             sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
             sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
             sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
+            float s2 = x2[k];
+            if constexpr (M == FUSE_NORM) {
+                s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 1);
+                s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 2);
+            }
             if (tt[k] >= 0) {
                 const int t = tt[k], e = ee[k], blk = e >> 5, off = e & 31;
                 const size_t pos = (size_t)t * n_in +
                                    (K == Q8_0 ? (size_t)e : (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15));
                 *reinterpret_cast<uint2 *>(xq + pos) = make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
-                if (off == 0) xs[t * nblk + blk] = make_float4(d, -8.0f * d * (float)sq, sx, 0.0f);
+                if (off == 0) xs[t * nblk + blk] = make_float4(d, -8.0f * d * (float)sq, sx, s2);
             }
         }
     }
@@ -216,12 +248,12 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char *w, size_t row
  * rows (+-1 per warp) whatever n_out is, and walks them R at a time. early: the L2 prefetch of the
  * first rows is issued before cuk_pdl_wait (it reads no data, so it cannot see a stale value; the
  * weights are not written during a decode step) - a bench variant for now. */
-template <int K, int T, int R, int U, int W>
+template <int K, int T, int R, int U, int W, int M>
 __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ? 3 : 2) k_gemv_dp4a(const unsigned char *__restrict__ w,
                                                                      const unsigned char *__restrict__ scales,
                                                                      const float *__restrict__ x,
                                                                      float *__restrict__ y, int n_out, int n_in,
-                                                                     int n_tok, int early)
+                                                                     int n_tok, int early, cuk_fuse fz)
 {
     const int nblk = n_in / 32;
     const int nc = K == Q8_0 ? n_in / 16 : nblk; /* 16-byte chunks per row */
@@ -237,8 +269,19 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     extern __shared__ __align__(16) unsigned char smem[];
     float4 *xs = reinterpret_cast<float4 *>(smem);
     unsigned char *xq = smem + xs_bytes(T, n_in);
-    quantize_x<K, T, W>(x, n_tok, n_in, xs, xq);
+    quantize_x<K, T, W, M>(x, n_tok, n_in, xs, xq, fz.nw);
+    __shared__ float rs[T]; /* FUSE_NORM: sum(x^2) of each token row (warp t sums row t's blocks) */
     __syncthreads();
+    if constexpr (M == FUSE_NORM) {
+        if (warp < T) { /* W >= T (Warps) */
+            float v = 0.0f;
+            for (int b = lane; b < nblk; b += 32) v += xs[warp * nblk + b].w;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) rs[warp] = v;
+        }
+        __syncthreads();
+    }
 
     for (int row0 = r_begin; row0 < r_end; row0 += R) {
         const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
@@ -284,18 +327,23 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 float v = acc[r][t];
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok) y[(size_t)t * n_out + row0 + r] = v;
+                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok)
+                    fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, M == FUSE_NORM ? rs[t] : 0.0f, n_in);
             }
         }
     }
 }
 
 template <int K, int T, int R, int U>
-cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early)
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early, int m,
+                   cuk_fuse f)
 {
     constexpr int W = Warps<T>::W;
-    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int) =
-        k_gemv_dp4a<K, T, R, U, W>;
+    static_assert(W >= T, "the FUSE_NORM row sums take one warp per token");
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int, cuk_fuse) =
+        m == FUSE_NORM     ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
+        : m == FUSE_SWIGLU ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
+                           : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
     cudaError_t e;
@@ -312,12 +360,13 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_to
     const unsigned grid = (unsigned)(need < cap ? need : cap);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
-    return cuk_launch(kern, dim3(grid), dim3(W * 32), smem, s, base, sc, x, y, n_out, n_in, n_tok, early);
+    return cuk_launch(kern, dim3(grid), dim3(W * 32), smem, s, base, sc, x, y, n_out, n_in, n_tok, early, f);
 }
 
 /* (R, U) for T tokens: auto (R = 0) or one of the n_tok = 1 tuning pairs. */
 template <int K, int T>
-cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early)
+cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early,
+                     int m, cuk_fuse f)
 {
     if (R == 0) {
         if constexpr (T == 1) {
@@ -332,28 +381,29 @@ cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_
     }
     (void)U; /* only the T = 1 tuning pairs look at it */
     if constexpr (T == 1) {
-        if (R == 1 && U == 4) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early);
-        if (R == 2 && U == 8) return launch<K, T, 2, 8>(s, w, x, n_tok, y, early);
-        if (R == 4 && U == 4) return launch<K, T, 4, 4>(s, w, x, n_tok, y, early);
+        if (R == 1 && U == 4) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early, m, f);
+        if (R == 2 && U == 8) return launch<K, T, 2, 8>(s, w, x, n_tok, y, early, m, f);
+        if (R == 4 && U == 4) return launch<K, T, 4, 4>(s, w, x, n_tok, y, early, m, f);
     }
     if constexpr (T >= 8) {
-        if (R == 1) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early);
-        return launch<K, T, 2, 2>(s, w, x, n_tok, y, early);
+        if (R == 1) return launch<K, T, 1, 4>(s, w, x, n_tok, y, early, m, f);
+        return launch<K, T, 2, 2>(s, w, x, n_tok, y, early, m, f);
     } else {
-        if (R == 1) return launch<K, T, 1, 8>(s, w, x, n_tok, y, early);
-        if (R == 2) return launch<K, T, 2, 4>(s, w, x, n_tok, y, early);
-        return launch<K, T, 4, 2>(s, w, x, n_tok, y, early);
+        if (R == 1) return launch<K, T, 1, 8>(s, w, x, n_tok, y, early, m, f);
+        if (R == 2) return launch<K, T, 2, 4>(s, w, x, n_tok, y, early, m, f);
+        return launch<K, T, 4, 2>(s, w, x, n_tok, y, early, m, f);
     }
 }
 
 template <int K>
-cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early)
+cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early,
+                     int m, cuk_fuse f)
 {
-    if (n_tok == 1) return launch_t<K, 1>(s, w, x, n_tok, y, R, U, early);
-    if (n_tok == 2) return launch_t<K, 2>(s, w, x, n_tok, y, R, U, early);
-    if (n_tok <= 4) return launch_t<K, 4>(s, w, x, n_tok, y, R, U, early);
-    if (n_tok <= 8) return launch_t<K, 8>(s, w, x, n_tok, y, R, U, early);
-    return launch_t<K, 16>(s, w, x, n_tok, y, R, U, early);
+    if (n_tok == 1) return launch_t<K, 1>(s, w, x, n_tok, y, R, U, early, m, f);
+    if (n_tok == 2) return launch_t<K, 2>(s, w, x, n_tok, y, R, U, early, m, f);
+    if (n_tok <= 4) return launch_t<K, 4>(s, w, x, n_tok, y, R, U, early, m, f);
+    if (n_tok <= 8) return launch_t<K, 8>(s, w, x, n_tok, y, R, U, early, m, f);
+    return launch_t<K, 16>(s, w, x, n_tok, y, R, U, early, m, f);
 }
 
 } // namespace
@@ -369,10 +419,19 @@ extern "C" int cuk_gemv_dp4a_max_tok(int64_t n_in)
 extern "C" ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                    int rows, int unroll, int early, ai_err *err)
 {
+    return cuk_gemv_dp4a_ex(s, w, x, n_tok, y, rows, unroll, early, NULL, err);
+}
+
+extern "C" ai_status cuk_gemv_dp4a_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                      int rows, int unroll, int early, const cuk_mm_opts *o, ai_err *err)
+{
     if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_out > (1 << 30) ||
         (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) || (uintptr_t)w->data % 16 ||
-        (uintptr_t)x % 16)
+        (uintptr_t)x % 16 || (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a: bad arguments");
+    const int m = cuk_fuse_mode(o);
+    const cuk_fuse f = cuk_fuse_of(o);
+    const size_t xstride = m == FUSE_SWIGLU ? 2 * (size_t)w->n_in : (size_t)w->n_in;
     const int tmax = cuk_gemv_dp4a_max_tok(w->n_in);
     if (tmax < 1)
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_dp4a: n_in %lld (x does not fit in shared memory)",
@@ -385,12 +444,12 @@ extern "C" ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const floa
     cudaStream_t cs = (cudaStream_t)s;
     for (int32_t t0 = 0; t0 < n_tok; t0 += tmax) {
         const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
-        const float *xp = x + (size_t)t0 * (size_t)w->n_in;
+        const float *xp = x + (size_t)t0 * xstride;
         float *yp = y + (size_t)t0 * (size_t)w->n_out;
         cudaError_t e;
-        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
-        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
-        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0);
+        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
         CUK_TRY(err, e, "cuk_gemv_dp4a");
         CUK_LAUNCHED(err, "cuk_gemv_dp4a");
     }

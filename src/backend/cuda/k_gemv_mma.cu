@@ -20,6 +20,9 @@
  *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
  *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
  *
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
+ * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ *
  * Every kernel waits with cuk_pdl_wait() before touching memory and is launched by cuk_launch (PDL).
  *
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
@@ -32,6 +35,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
+#include "backend/cuda/k_gemv_fuse.h"
 
 namespace {
 
@@ -76,13 +80,16 @@ struct xfrag {
     uint32_t ah[4], al[4], bh[4], bl[4];
 };
 
-template <bool HI16>
-__device__ __forceinline__ void load_x(xfrag &f, const float *xa, const float *xb, bool va, bool vb, int col)
+/* x in mode M (k_gemv_fuse.h): ssa, ssb collect sum(x^2) of rows g, g + 8 (FUSE_NORM). */
+template <bool HI16, int M>
+__device__ __forceinline__ void load_x(xfrag &f, const float *xa, const float *xb, bool va, bool vb, int col,
+                                       const cuk_fuse &fz, int n_in, float &ssa, float &ssb)
 {
     float4 a0 = make_float4(0, 0, 0, 0), a1 = a0, b0 = a0, b1 = a0;
+    const float4 n0 = fuse_nw4<M>(fz, col), n1 = fuse_nw4<M>(fz, col + 4);
     if (va) {
-        a0 = __ldg(reinterpret_cast<const float4 *>(xa + col));
-        a1 = __ldg(reinterpret_cast<const float4 *>(xa + col + 4));
+        a0 = fuse_x4<M>(xa, n_in, col, n0, ssa);
+        a1 = fuse_x4<M>(xa, n_in, col + 4, n1, ssa);
     }
     split2(a0.x, a0.y, f.ah[0], f.al[0]);
     split2(a0.z, a0.w, f.ah[1], f.al[1]);
@@ -90,14 +97,15 @@ __device__ __forceinline__ void load_x(xfrag &f, const float *xa, const float *x
     split2(a1.z, a1.w, f.ah[3], f.al[3]);
     if constexpr (HI16) {
         if (vb) {
-            b0 = __ldg(reinterpret_cast<const float4 *>(xb + col));
-            b1 = __ldg(reinterpret_cast<const float4 *>(xb + col + 4));
+            b0 = fuse_x4<M>(xb, n_in, col, n0, ssb);
+            b1 = fuse_x4<M>(xb, n_in, col + 4, n1, ssb);
         }
         split2(b0.x, b0.y, f.bh[0], f.bl[0]);
         split2(b0.z, b0.w, f.bh[1], f.bl[1]);
         split2(b1.x, b1.y, f.bh[2], f.bl[2]);
         split2(b1.z, b1.w, f.bh[3], f.bl[3]);
     } else {
+        (void)xb; (void)vb; (void)ssb;
 #pragma unroll
         for (int i = 0; i < 4; i++) f.bh[i] = f.bl[i] = 0u;
     }
@@ -113,10 +121,10 @@ __device__ __forceinline__ void tile_mma(float (&c)[4], const xfrag &f, const ui
 }
 
 /* HI16: n_tok > 8 (tokens 8..15 present). */
-template <int RG, int U, bool HI16>
+template <int RG, int U, bool HI16, int M>
 __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *__restrict__ w,
                                                           const float *__restrict__ x, float *__restrict__ y,
-                                                          int n_out, int n_in, int n_tok)
+                                                          int n_out, int n_in, int n_tok, cuk_fuse fz)
 {
     cuk_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -129,8 +137,12 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         wr[j] = reinterpret_cast<const uint4 *>(w + (size_t)r * n_in) + q; /* + 4 uint4 per tile */
     }
     const bool va = g < n_tok, vb = g + 8 < n_tok;
-    const float *xa = x + (size_t)min(g, n_tok - 1) * n_in + 8 * q;
-    const float *xb = x + (size_t)min(g + 8, n_tok - 1) * n_in + 8 * q;
+    const size_t xs = fuse_x_stride<M>(n_in);
+    const float *xa = x + (size_t)min(g, n_tok - 1) * xs + 8 * q;
+    const float *xb = x + (size_t)min(g + 8, n_tok - 1) * xs + 8 * q;
+    const float *nwq = fz.nw + 8 * q; /* the norm weight at this lane's columns (FUSE_NORM) */
+    const cuk_fuse fq{M == FUSE_NORM ? nwq : nullptr, fz.eps, fz.acc};
+    float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
 
     float c[RG][4] = {};
     for (int t0 = warp; t0 < ntile; t0 += kWarps * U) {
@@ -146,7 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
             const int t = t0 + u * kWarps;
             if (t < ntile) {
                 xfrag f;
-                load_x<HI16>(f, xa, xb, va, vb, 32 * t);
+                load_x<HI16, M>(f, xa, xb, va, vb, 32 * t, fq, n_in, ssa, ssb);
 #pragma unroll
                 for (int j = 0; j < RG; j++) tile_mma(c[j], f, wv[u][j]);
             }
@@ -155,6 +167,17 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
 
     /* c[j]: {(token g, row 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1)} of row group j */
     __shared__ float red[kWarps][16][8 * RG];
+    __shared__ float ssr[kWarps][16]; /* FUSE_NORM: per warp, sum(x^2) of each token row */
+    if constexpr (M == FUSE_NORM) {
+        ssa += __shfl_xor_sync(0xFFFFFFFFu, ssa, 1);
+        ssa += __shfl_xor_sync(0xFFFFFFFFu, ssa, 2);
+        ssb += __shfl_xor_sync(0xFFFFFFFFu, ssb, 1);
+        ssb += __shfl_xor_sync(0xFFFFFFFFu, ssb, 2);
+        if (q == 0) {
+            ssr[warp][g] = ssa;
+            ssr[warp][g + 8] = ssb;
+        }
+    }
 #pragma unroll
     for (int j = 0; j < RG; j++) {
         red[warp][g][8 * j + 2 * q] = c[j][0];
@@ -165,24 +188,36 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     __syncthreads();
     for (int i = threadIdx.x; i < 16 * 8 * RG; i += kWarps * 32) {
         const int t = i / (8 * RG), r = i % (8 * RG);
-        float v = 0.0f;
+        float v = 0.0f, sq = 0.0f;
 #pragma unroll
         for (int k = 0; k < kWarps; k++) v += red[k][t][r];
-        if (t < n_tok && row0 + r < n_out) y[(size_t)t * n_out + row0 + r] = v;
+        if constexpr (M == FUSE_NORM) {
+#pragma unroll
+            for (int k = 0; k < kWarps; k++) sq += ssr[k][t];
+        }
+        if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
     }
 }
 
-template <int RG, int U>
-void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y)
+template <int RG, int U, int M>
+void launch_m(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y, cuk_fuse f)
 {
     const unsigned blocks = (unsigned)((w->n_out + 8 * RG - 1) / (8 * RG));
     const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
     if (n_tok > 8)
-        cuk_launch(k_gemv_mma<RG, U, true>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
-                   (int)w->n_in, n_tok);
+        cuk_launch(k_gemv_mma<RG, U, true, M>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
+                   (int)w->n_in, n_tok, f);
     else
-        cuk_launch(k_gemv_mma<RG, U, false>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
-                   (int)w->n_in, n_tok);
+        cuk_launch(k_gemv_mma<RG, U, false, M>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
+                   (int)w->n_in, n_tok, f);
+}
+
+template <int RG, int U>
+void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int m, cuk_fuse f)
+{
+    if (m == FUSE_NORM) launch_m<RG, U, FUSE_NORM>(cs, w, x, n_tok, y, f);
+    else if (m == FUSE_SWIGLU) launch_m<RG, U, FUSE_SWIGLU>(cs, w, x, n_tok, y, f);
+    else launch_m<RG, U, FUSE_NONE>(cs, w, x, n_tok, y, f);
 }
 
 } // namespace
@@ -192,16 +227,18 @@ void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok,
  * >= ~2 blocks per SM (n_out 4096: RG 2 -> 256 blocks; 1024: RG 1 -> 128). Measured: RG 4 pays
  * only at n_tok > 8 (gate/up 2.26 -> 2.43 TB/s at 16; at 8 and below RG 2 was faster). */
 extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                       ai_err *err)
+                                       const cuk_mm_opts *o, ai_err *err)
 {
     if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
         w->n_in < 32 || w->n_in % 32 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
-        (uintptr_t)x % 16)
+        (uintptr_t)x % 16 || (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad arguments");
     cudaStream_t cs = (cudaStream_t)s;
-    if (w->n_out >= 8192 && n_tok > 8) launch<4, 2>(cs, w, x, n_tok, y);
-    else if (w->n_out >= 2048) launch<2, 4>(cs, w, x, n_tok, y);
-    else launch<1, 8>(cs, w, x, n_tok, y);
+    const int m = cuk_fuse_mode(o);
+    const cuk_fuse f = cuk_fuse_of(o);
+    if (w->n_out >= 8192 && n_tok > 8) launch<4, 2>(cs, w, x, n_tok, y, m, f);
+    else if (w->n_out >= 2048) launch<2, 4>(cs, w, x, n_tok, y, m, f);
+    else launch<1, 8>(cs, w, x, n_tok, y, m, f);
     CUK_LAUNCHED(err, "cuk_gemv_bf16_mma");
     return AI_OK;
 }

@@ -1,0 +1,92 @@
+/* k_gemv_fuse.h - the fused prologue / epilogue of the decode GEMVs (k_gemv.cu, k_gemv_mma.cu,
+ * k_gemv_dp4a.cu), device side. cuk_mm_opts (cuda_kernels.h) states the semantics.
+ *
+ * Why: at batch 1 the GEMVs already stream W near copy bandwidth; the kernels between them
+ * (add + rmsnorm, swiglu_rows) move a few KB each and cost their launch + ramp latency (~2-3 us).
+ * Folding them into the GEMV removes 3 launches per layer; the extra work lands on x, which is tiny
+ * and L1/L2-resident, and on a few instructions per x element:
+ *  - norm (M = FUSE_NORM): input = x * w * r with r = 1 / sqrt(mean(x^2) + eps) one number per token
+ *    row, so the kernel takes x * w while loading x, sums x^2 from the same loads (each (token,
+ *    column) is loaded by exactly one thread of a CTA, so the CTA's sum is the row's sum) and
+ *    multiplies its finished dot products by r. No second pass over x, no grid-wide sync.
+ *  - swiglu (M = FUSE_SWIGLU): x rows are gate|up (2 n_in wide); input = silu(g) * u per element as
+ *    it is loaded. That costs an exp and a division (2 MUFU ops on the float kernels) per x element
+ *    and CTA: the kernels that reuse each x element over few weight rows take more rows per CTA in
+ *    this mode (k_gemv.cu Shape), so that the MUFU rate (16 / clock / SM) stays under the weight rate.
+ *  - accumulate (f.acc): y = y + dot, by the one thread that writes that element (no atomics).
+ * Every fused kernel still calls cuk_pdl_wait() before reading x, norm_w or y.
+ */
+#ifndef AIINFRA_CUDA_K_GEMV_FUSE_H
+#define AIINFRA_CUDA_K_GEMV_FUSE_H
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_kernels.h"
+
+enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2 };
+
+/* By-value kernel argument (graph-capturable: pointers and scalars only). */
+struct cuk_fuse {
+    const float *nw; /* (n_in) norm weight (FUSE_NORM) */
+    float eps;
+    int acc;         /* y += */
+};
+
+/* M of an options struct; FUSE_NONE for NULL. */
+static inline int cuk_fuse_mode(const cuk_mm_opts *o)
+{
+    return !o ? FUSE_NONE : o->norm_w ? FUSE_NORM : o->swiglu_in ? FUSE_SWIGLU : FUSE_NONE;
+}
+
+static inline cuk_fuse cuk_fuse_of(const cuk_mm_opts *o)
+{
+    cuk_fuse f;
+    f.nw = o ? o->norm_w : nullptr;
+    f.eps = o ? o->eps : 0.0f;
+    f.acc = o && o->accumulate;
+    return f;
+}
+
+/* Floats between consecutive x rows in mode M. */
+template <int M> __host__ __device__ __forceinline__ size_t fuse_x_stride(int n_in)
+{
+    return M == FUSE_SWIGLU ? 2 * (size_t)n_in : (size_t)n_in;
+}
+
+/* silu(g) * u with the fast exp and division (the float GEMVs; the dp4a prologue uses expf). */
+__device__ __forceinline__ float fuse_silu_mul(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
+
+/* Columns e .. e + 3 of x row xr in mode M; nw4: norm_w at e (FUSE_NORM); ss += x^2 (FUSE_NORM). */
+template <int M>
+__device__ __forceinline__ float4 fuse_x4(const float *xr, int n_in, int e, const float4 &nw4, float &ss)
+{
+    const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + e));
+    if constexpr (M == FUSE_NORM) {
+        ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
+        return make_float4(a.x * nw4.x, a.y * nw4.y, a.z * nw4.z, a.w * nw4.w);
+    } else if constexpr (M == FUSE_SWIGLU) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(xr + n_in + e));
+        return make_float4(fuse_silu_mul(a.x, u.x), fuse_silu_mul(a.y, u.y), fuse_silu_mul(a.z, u.z),
+                           fuse_silu_mul(a.w, u.w));
+    } else {
+        (void)n_in; (void)nw4; (void)ss;
+        return a;
+    }
+}
+
+template <int M> __device__ __forceinline__ float4 fuse_nw4(const cuk_fuse &f, int e)
+{
+    if constexpr (M == FUSE_NORM) return __ldg(reinterpret_cast<const float4 *>(f.nw + e));
+    else return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+/* Writes one finished dot product v of a token row whose sum of squares is ss. */
+template <int M>
+__device__ __forceinline__ void fuse_store(const cuk_fuse &f, float *yp, float v, float ss, int n_in)
+{
+    if constexpr (M == FUSE_NORM) v *= 1.0f / sqrtf(ss / (float)n_in + f.eps);
+    if (f.acc) v += *yp;
+    *yp = v;
+}
+
+#endif
