@@ -40,16 +40,24 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *b)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(sm(b)) : "memory");
 }
-/* Spins until the phase of parity `parity` has completed. */
-__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity)
+__device__ __forceinline__ unsigned mbar_try(uint64_t *b, unsigned parity)
 {
     unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(sm(b)), "r"(parity)
-                     : "memory");
-    } while (!done);
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(sm(b)), "r"(parity)
+                 : "memory");
+    return done;
+}
+/* Waits until the phase of parity `parity` has completed. A phase that never completes (a TMA
+ * byte count that does not add up, a lost arrival) would hang the GPU; after ~4e9 cycles (about
+ * 2 s) the kernel traps instead, so the launch fails with an error the caller sees. */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity)
+{
+    if (mbar_try(b, parity)) return;
+    const long long t0 = clock64();
+    while (!mbar_try(b, parity))
+        if (clock64() - t0 > 4000000000LL) __trap();
 }
 /* 2D TMA load of the box at (c0 inner, c1 outer) into dst; completes `bytes` on bar. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar)
