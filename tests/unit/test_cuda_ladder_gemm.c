@@ -9,6 +9,7 @@
  * Shapes: aligned ones (K % 8 == 0, N % 8 == 0) run every version; unaligned ones run the versions
  * that accept them (v1..v3) and must be refused by the others. 1100x4104x136 has 9 x 17 = 153 tiles
  * of v9 (more than the H200's 132 SMs: the persistent loop takes a second tile) and 3 k-blocks;
+ * for v10 that is 5 x 17 = 85 tile pairs on 66 clusters, the last pair's second tile row past M;
  * 200x520x264 has 5 k-blocks (v8/v9's 4-stage ring wraps, mbarrier parity flips).
  * Also: two calls give the same bits (deterministic, no race); bad arguments are refused without a
  * launch; the driver (ladder_run "gemm", small) runs end to end with every row ok and a cuBLASLt

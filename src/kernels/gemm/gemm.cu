@@ -2,6 +2,7 @@
  *   gemm_simt.cu    v1..v6  CUDA cores (fp32 FMA on bf16 converted on the fly)
  *   gemm_mma.cu     v7      tensor cores through mma.sync m16n8k16 (Ampere-style, runs on Hopper)
  *   gemm_hopper.cu  v8, v9  wgmma + TMA + mbarrier pipelines (sm_90a only)
+ *   gemm_cluster.cu v10     v9 in 2-CTA clusters with TMA multicast of B
  * Every step's kernel comment says what changes and why it should be faster than the one before. */
 #include "kernels/gemm/gemm_internal.cuh"
 
@@ -15,6 +16,7 @@ extern "C" const gemm_version gemm_versions[] = {
     { "v7_mma_sync", "tensor cores: mma.sync m16n8k16 bf16, ldmatrix fragments, 3-stage cp.async pipeline", gemm_run_v7, true },
     { "v8_wgmma_tma", "Hopper wgmma m64n128k16 from swizzled smem, TMA loads, 4-stage mbarrier pipeline", gemm_run_v8, true },
     { "v9_ws_persist", "warp-specialised: 1 TMA producer + 2 wgmma consumer warpgroups, 128x256 tiles, persistent", gemm_run_v9, true },
+    { "v10_cluster_mc", "v9 in 2-CTA clusters: B tile multicast by TMA to both CTAs, 1/3 less L2 traffic", gemm_run_v10, true },
 };
 extern "C" const int gemm_n_versions = (int)(sizeof gemm_versions / sizeof gemm_versions[0]);
 

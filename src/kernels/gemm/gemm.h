@@ -1,5 +1,5 @@
 /* gemm.h - the GEMM ladder: C = A x B on the GPU, bf16 in, fp32 accumulate, bf16 out, from a naive
- * kernel to Hopper wgmma + TMA with warp specialisation.
+ * kernel to Hopper wgmma + TMA with warp specialisation and 2-CTA clusters.
  *
  * Layout: row-major A (M, K), B (K, N), C (M, N), no leading-dimension padding. Every version has
  * the same C interface so the ladder driver (src/kernels/ladder_gemm.c) and the tests
@@ -9,7 +9,7 @@
  *     work    device scratch of gemm_work_size(M, N, K) bytes (0 today: no version needs any; the
  *             parameter keeps the interface stable for split-K or stream-K versions)
  * Invariants: 1. M, N, K >= 1, A, B, C non-NULL, C distinct from A and B; otherwise
- * cudaErrorInvalidValue and nothing is launched. 2. Versions with `align8` set (v4..v9: 16-byte
+ * cudaErrorInvalidValue and nothing is launched. 2. Versions with `align8` set (v4..v10: 16-byte
  * vector loads, cp.async, TMA) also need K % 8 == 0, N % 8 == 0 and A, B, C 16-byte aligned (every
  * row then starts on a 16-byte boundary); they refuse other shapes the same way. M, N, K need not
  * be multiples of any tile in any version. 3. Every version is asynchronous on the stream, writes

@@ -1,4 +1,5 @@
-/* gemm_internal.cuh - what the GEMM kernel files (gemm_simt.cu, gemm_mma.cu, gemm_hopper.cu) share:
+/* gemm_internal.cuh - what the GEMM kernel files (gemm_simt.cu, gemm_mma.cu, gemm_hopper.cu,
+ * gemm_cluster.cu) share:
  * the bf16 type, argument checks and each version's host entry point (gemm.cu lists them). */
 #ifndef AIINFRA_KERNELS_GEMM_INTERNAL_CUH
 #define AIINFRA_KERNELS_GEMM_INTERNAL_CUH
@@ -44,5 +45,6 @@ int gemm_run_v6(GEMM_RUN_ARGS);
 int gemm_run_v7(GEMM_RUN_ARGS);
 int gemm_run_v8(GEMM_RUN_ARGS);
 int gemm_run_v9(GEMM_RUN_ARGS);
+int gemm_run_v10(GEMM_RUN_ARGS);
 
 #endif
