@@ -66,7 +66,7 @@ bool ladder_device_available(char *why, size_t len)
 }
 
 /* The ladders, in LADDER_OPS order. */
-static ai_status (*const op_fns[])(ladder_ctx *, ai_err *) = { ladder_reduce, ladder_softmax };
+static ai_status (*const op_fns[])(ladder_ctx *, ai_err *) = { ladder_reduce, ladder_softmax, ladder_attention };
 _Static_assert(sizeof op_fns / sizeof op_fns[0] == sizeof op_names / sizeof op_names[0], "one function per op name");
 
 #define CU LADDER_CU

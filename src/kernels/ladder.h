@@ -26,7 +26,7 @@
 #define LADDER_TOL_BF16 1e-2
 
 /* The ladders ladder_run knows, in the order "all" runs them. */
-#define LADDER_OPS "reduce", "softmax"
+#define LADDER_OPS "reduce", "softmax", "attention"
 
 typedef struct ladder_result {
     char op[16];       /* one of LADDER_OPS */

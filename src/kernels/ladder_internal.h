@@ -55,5 +55,6 @@ ai_status ladder_time(ladder_ctx *c, ladder_call_fn call, const void *arg, doubl
 /* The ladders (one file each). */
 ai_status ladder_reduce(ladder_ctx *c, ai_err *err);
 ai_status ladder_softmax(ladder_ctx *c, ai_err *err);
+ai_status ladder_attention(ladder_ctx *c, ai_err *err);
 
 #endif
