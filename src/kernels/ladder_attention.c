@@ -100,34 +100,41 @@ static double row_err(const uint16_t *g, const double *r, int d)
     return num / (den > 1e-30 ? den : 1e-30);
 }
 
-/* Gradients of one head (all rows) into gq, gk, gv (s x d each); p, dp: s x s scratch. */
-static void ref_bwd_head(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *g, int s, int d,
-                         int causal, double scale, double *gq, double *gk, double *gv, double *p, double *dp, double *o)
+/* Gradients of one head (all rows) into gq, gk, gv (s x d each); p, dp: s x s scratch; o: s x d;
+ * x: 4 x s x d doubles (the head's Q, K, V, dO converted once). */
+static void ref_bwd_head(const uint16_t *q16, const uint16_t *k16, const uint16_t *v16, const uint16_t *g16, int s,
+                         int d, int causal, double scale, double *gq, double *gk, double *gv, double *p, double *dp,
+                         double *o, double *x)
 {
+    const size_t hs = (size_t)s * d;
+    double *q = x, *k = x + hs, *v = x + 2 * hs, *g = x + 3 * hs;
+    for (size_t i = 0; i < hs; i++) q[i] = bfd(q16[i]), k[i] = bfd(k16[i]), v[i] = bfd(v16[i]), g[i] = bfd(g16[i]);
     for (int i = 0; i < s; i++) {
         double lse;
-        ref_fwd_row(q, k, v, s, d, causal, scale, i, o + (size_t)i * d, &lse, dp + (size_t)i * s);
+        ref_fwd_row(q16, k16, v16, s, d, causal, scale, i, o + (size_t)i * d, &lse, dp + (size_t)i * s);
         for (int j = 0; j < s; j++) {
             const bool vis = !causal || j <= i;
             p[(size_t)i * s + j] = vis ? exp(dp[(size_t)i * s + j] - lse) : 0;
         }
     }
-    memset(gq, 0, (size_t)s * d * sizeof *gq);
-    memset(gk, 0, (size_t)s * d * sizeof *gk);
-    memset(gv, 0, (size_t)s * d * sizeof *gv);
+    memset(gq, 0, hs * sizeof *gq);
+    memset(gk, 0, hs * sizeof *gk);
+    memset(gv, 0, hs * sizeof *gv);
     for (int i = 0; i < s; i++) {
+        const double *gi = g + (size_t)i * d, *qi = q + (size_t)i * d;
         double di = 0;
-        for (int c = 0; c < d; c++) di += bfd(g[(size_t)i * d + c]) * o[(size_t)i * d + c];
+        for (int c = 0; c < d; c++) di += gi[c] * o[(size_t)i * d + c];
         for (int j = 0; j < s; j++) {
             const double pij = p[(size_t)i * s + j];
             if (pij == 0) continue;
+            const double *vj = v + (size_t)j * d, *kj = k + (size_t)j * d;
             double dpij = 0;
-            for (int c = 0; c < d; c++) dpij += bfd(g[(size_t)i * d + c]) * bfd(v[(size_t)j * d + c]);
+            for (int c = 0; c < d; c++) dpij += gi[c] * vj[c];
             const double ds = pij * (dpij - di) * scale;
             for (int c = 0; c < d; c++) {
-                gv[(size_t)j * d + c] += pij * bfd(g[(size_t)i * d + c]);
-                gk[(size_t)j * d + c] += ds * bfd(q[(size_t)i * d + c]);
-                gq[(size_t)i * d + c] += ds * bfd(k[(size_t)j * d + c]);
+                gv[(size_t)j * d + c] += pij * gi[c];
+                gk[(size_t)j * d + c] += ds * qi[c];
+                gq[(size_t)i * d + c] += ds * kj[c];
             }
         }
     }
@@ -347,13 +354,13 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
     const int n_heads = all ? bh : (bh > 1 ? 2 : 1);
     const size_t hs = (size_t)s * d;
     double *ref = malloc(3 * (size_t)n_heads * hs * sizeof *ref), *p = malloc((size_t)s * s * sizeof *p);
-    double *dp = malloc((size_t)s * s * sizeof *dp), *o = malloc(hs * sizeof *o);
-    if (!ref || !p || !dp || !o) st = ai_err_set(err, AI_ERR_NOMEM, "attention: out of memory");
+    double *dp = malloc((size_t)s * s * sizeof *dp), *o = malloc(hs * sizeof *o), *x = malloc(4 * hs * sizeof *x);
+    if (!ref || !p || !dp || !o || !x) st = ai_err_set(err, AI_ERR_NOMEM, "attention: out of memory");
     for (int hi = 0; st == AI_OK && hi < n_heads; hi++) {
         const size_t hb = (size_t)(all ? hi : hi * (bh - 1)) * hs;
         double *g3 = ref + (size_t)hi * 3 * hs;
         ref_bwd_head(b.hq + hb, b.hk + hb, b.hv + hb, b.hg + hb, s, d, sh->causal, scale, g3, g3 + hs, g3 + 2 * hs, p,
-                     dp, o);
+                     dp, o, x);
     }
     void *outs[3] = { b.ddq, b.ddk, b.ddv };
     for (int v = 0; st == AI_OK && v < attn_n_versions; v++) {
@@ -401,7 +408,7 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
         }
         ladder_fill_rates(r, c->rep);
     }
-    free(ref), free(p), free(dp), free(o);
+    free(ref), free(p), free(dp), free(o), free(x);
     attn_bufs_free(&b);
     return st;
 }

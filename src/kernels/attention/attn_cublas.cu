@@ -39,8 +39,8 @@ void attn_cublas_free(attn_cublas *c)
     free(c);
 }
 
-/* S and P (bf16 each), then the GEMM workspace. */
-size_t attn_cublas_work_size(const attn_args *a) { return 2 * attn_n_ss(a) * sizeof(bf16) + ATTN_LT_WS; }
+/* S and P (bf16 each), then the GEMM workspace (256-byte aligned). */
+size_t attn_cublas_work_size(const attn_args *a) { return 2 * attn_n_ss(a) * sizeof(bf16) + 256 + ATTN_LT_WS; }
 
 /* Strided-batched column-major layout rows x cols (ld), batch, stride in elements. */
 static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, uint64_t rows, uint64_t cols, int64_t ld, int batch,
@@ -71,10 +71,21 @@ static cublasStatus_t lt_gemm(attn_cublas *c, cudaStream_t st, bool transa, int 
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    const size_t wsz = ATTN_LT_WS;
+    const uint64_t wsz = ATTN_LT_WS;
+    /* The alignment every batch's A, B and D really has (odd s gives odd strides): the heuristic then
+     * only offers kernels that are correct for it. */
+    const uint64_t bits = (uint64_t)(uintptr_t)A | (uint64_t)(uintptr_t)B | (uint64_t)(uintptr_t)D |
+                          (uint64_t)(2 * (lda | ldb | ldd | sa | sb | sd)) | 256;
+    const uint32_t al = (uint32_t)(bits & (~bits + 1)); /* lowest set bit, at most 256 */
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
+    };
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, attrs[i], &al, sizeof al);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &found);
     if (s == CUBLAS_STATUS_SUCCESS && !found) s = CUBLAS_STATUS_NOT_SUPPORTED;
     const float beta = 0.0f;
@@ -106,7 +117,7 @@ int attn_cublas_run(attn_cublas *c, void *stream, const attn_args *a)
     const int s = a->s, d = a->d, bh = a->b * a->h;
     const int64_t sq = (int64_t)s * d, ss = (int64_t)s * s;
     bf16 *S = (bf16 *)a->work, *P = S + (size_t)bh * ss;
-    void *ws = P + (size_t)bh * ss;
+    void *ws = (void *)(((uintptr_t)(P + (size_t)bh * ss) + 255) & ~(uintptr_t)255);
     if (lt_gemm(c, st, true, s, s, d, a->scale, a->k, d, sq, a->q, d, sq, S, s, ss, bh, ws) != CUBLAS_STATUS_SUCCESS)
         return (int)cudaErrorLaunchFailure;
     if (a->causal) {
