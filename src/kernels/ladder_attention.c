@@ -11,7 +11,8 @@
  * Backward rows (versions *_bwd, same op): dQ, dK, dV against a double reference on 2 heads (all
  * heads in small runs), worst per-row error as above over the three; bound 2e-2. FLOPs = 2.5 x the
  * forward's (5 GEMMs instead of 2); bytes = Q, K, V, O, dO in, dQ, dK, dV out. O and lse come from v3.
- * A version is left out (no row) where its S would exceed 4 GiB or one call takes over 200 ms.
+ * A version is left out (no row) where its work (S) would exceed 4 GiB, one call takes over 200 ms, or
+ * it does not serve the shape (v3_backend: causal only).
  */
 #include <math.h>
 #include <stdio.h>
@@ -147,11 +148,15 @@ static void fill_bf16(ladder_ctx *c, uint16_t *x, size_t n, float amp)
     for (size_t i = 0; i < n; i++) x[i] = dtype_f32_to_bf16(amp * ladder_rng_uniform(&c->rng));
 }
 
-/* One call timed alone (the size guard): ms. */
-static ai_status time_once(ladder_ctx *c, const attn_call *ac, double *ms, ai_err *err)
+/* One call timed alone (the size guard): ms, or *unsupported when the version does not serve the
+ * shape (cudaErrorNotSupported, returned before any launch). */
+static ai_status time_once(ladder_ctx *c, const attn_call *ac, double *ms, bool *unsupported, ai_err *err)
 {
     LADDER_CU(cudaEventRecord(c->a, c->s), "cudaEventRecord");
-    LADDER_CU((cudaError_t)attn_call_run(ac), ac->v ? ac->v->name : "cublas_unfused");
+    const int rc = attn_call_run(ac);
+    *unsupported = rc == (int)cudaErrorNotSupported;
+    if (*unsupported) return AI_OK;
+    LADDER_CU((cudaError_t)rc, ac->v ? ac->v->name : "cublas_unfused");
     LADDER_CU(cudaEventRecord(c->b, c->s), "cudaEventRecord");
     LADDER_CU(cudaEventSynchronize(c->b), "cudaEventSynchronize");
     float f = 0;
@@ -250,9 +255,10 @@ static ai_status attn_fwd_shape(ladder_ctx *c, const attn_shape *sh, attn_cublas
             break;
         }
         double once = 0;
-        st = time_once(c, &ac, &once, err);
+        bool unsupported = false;
+        st = time_once(c, &ac, &once, &unsupported, err);
         if (st != AI_OK) break;
-        if (once > ATTN_MAX_CALL_MS) continue;
+        if (unsupported || once > ATTN_MAX_CALL_MS) continue;
         e = cudaMemcpy(b.hout, b.dO, n * 2, cudaMemcpyDeviceToHost);
         if (e == cudaSuccess) e = cudaMemcpy(b.hlse, b.dlse, nr * sizeof(float), cudaMemcpyDeviceToHost);
         if (e != cudaSuccess) {
@@ -373,8 +379,9 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
             break;
         }
         double once = 0;
-        st = time_once(c, &ac, &once, err);
-        if (st != AI_OK || once > ATTN_MAX_CALL_MS) continue;
+        bool unsupported = false;
+        st = time_once(c, &ac, &once, &unsupported, err);
+        if (st != AI_OK || unsupported || once > ATTN_MAX_CALL_MS) continue;
         double worst = 0;
         for (int t = 0; t < 3 && st == AI_OK; t++) {
             e = cudaMemcpy(b.hout, outs[t], n * 2, cudaMemcpyDeviceToHost);

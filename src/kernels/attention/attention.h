@@ -10,7 +10,8 @@
  *   work_size(args) -> bytes of device scratch the call needs (0: none); the caller allocates it
  *   fn(stream, args) -> 0 (cudaSuccess) or a cudaError_t value; asynchronous on the stream
  * Invariants: 1. bad shapes, NULL pointers or a short work buffer give cudaErrorInvalidValue without
- * a launch. 2. Every output element is written (no reliance on zeroed outputs), inputs only read.
+ * a launch; a valid shape a version does not serve gives cudaErrorNotSupported without a launch
+ * (v3_backend: non-causal, s < 2). 2. Every output element is written (no reliance on zeroed outputs), inputs only read.
  * 3. Deterministic: no atomics, so two calls give the same bits.
  */
 #ifndef AIINFRA_KERNELS_ATTENTION_H
@@ -28,7 +29,7 @@ typedef struct attn_args {
     float scale;      /* usually 1 / sqrt(d) */
     const void *q, *k, *v; /* (b, h, s, d) bf16 */
     void *o;          /* (b, h, s, d) bf16, forward output */
-    float *lse;       /* (b, h, s) forward output (versions that have no lse leave it NULL-safe: see .lse) */
+    float *lse;       /* (b, h, s): forward output where .lse is set (may be NULL there); backward input */
     const void *dout; /* (b, h, s, d) bf16, backward input dO (the forward's o and lse are inputs too) */
     void *dq, *dk, *dv; /* (b, h, s, d) bf16, backward outputs */
     void *work;       /* work_size(args) bytes of device memory, or NULL when that is 0 */

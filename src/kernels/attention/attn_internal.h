@@ -47,13 +47,15 @@ static __device__ __forceinline__ float attn_warp_sum(float v)
     return v;
 }
 
-/* Entry points (attn_naive.cu, attn_fa1.cu, attn_fa2.cu, attn_fa2_bwd.cu). */
+/* Entry points (attn_naive.cu, attn_fa1.cu, attn_fa2.cu, attn_backend.cu, attn_fa2_bwd.cu). */
 size_t attn_v1_work(const attn_args *a);
 int attn_v1_run(void *s, const attn_args *a);
 size_t attn_v1b_work(const attn_args *a);
 int attn_v1b_run(void *s, const attn_args *a);
 int attn_v2_run(void *s, const attn_args *a);
 int attn_v3_run(void *s, const attn_args *a);
+size_t attn_vbe_work(const attn_args *a);
+int attn_vbe_run(void *s, const attn_args *a);
 size_t attn_v3b_work(const attn_args *a);
 int attn_v3b_run(void *s, const attn_args *a);
 
