@@ -13,8 +13,8 @@
  *             and v3_fa2_bwd against v1_naive_bwd on the same inputs, <= 2e-2.
  *   v3 forward and v3 backward give the same bits on a second call (no atomics: a difference is a race).
  * v3_backend (the backend's prefill through cuk_attention) is held to the same bounds on causal shapes
- * (its f16 K/V hold the bf16 inputs to within 6e-8 absolute: only f16 subnormals round) and must refuse the others with
- * cudaErrorNotSupported.
+ * (its f16 K/V hold the bf16 inputs to within 6e-8 absolute: only f16 subnormals round) and must
+ * refuse the others with cudaErrorNotSupported.
  * Also: bad arguments are refused without a launch, and the ladder driver (small) reports every row ok.
  */
 #include <math.h>
