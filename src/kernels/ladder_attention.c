@@ -165,9 +165,10 @@ static ai_status time_once(ladder_ctx *c, const attn_call *ac, double *ms, bool 
     return AI_OK;
 }
 
+/* "b4h32 s4096 d128 c": c causal, f full (non-causal); fits the table's 18-wide shape column. */
 static void shape_str(char *buf, size_t n, const attn_shape *sh)
 {
-    snprintf(buf, n, "b%d h%d s%d d%d %s", sh->b, sh->h, sh->s, sh->d, sh->causal ? "causal" : "full");
+    snprintf(buf, n, "b%dh%d s%d d%d %s", sh->b, sh->h, sh->s, sh->d, sh->causal ? "c" : "f");
 }
 
 static double fwd_flops(const attn_shape *sh)
