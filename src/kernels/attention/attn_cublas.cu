@@ -110,6 +110,13 @@ __global__ void attn_causal_mask(bf16 *__restrict__ S, int s, int64_t total)
     if (j > row) S[i] = __float2bfloat16_rn(-1e30f);
 }
 
+/* No algorithm for this shape / alignment: cudaErrorNotSupported (the ladder leaves the row out);
+ * any other cuBLASLt failure: cudaErrorLaunchFailure. */
+static int lt_err(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_NOT_SUPPORTED ? (int)cudaErrorNotSupported : (int)cudaErrorLaunchFailure;
+}
+
 int attn_cublas_run(attn_cublas *c, void *stream, const attn_args *a)
 {
     if (!c || !attn_args_ok(a, 0, attn_cublas_work_size(a))) return (int)cudaErrorInvalidValue;
@@ -118,8 +125,8 @@ int attn_cublas_run(attn_cublas *c, void *stream, const attn_args *a)
     const int64_t sq = (int64_t)s * d, ss = (int64_t)s * s;
     bf16 *S = (bf16 *)a->work, *P = S + (size_t)bh * ss;
     void *ws = (void *)(((uintptr_t)(P + (size_t)bh * ss) + 255) & ~(uintptr_t)255);
-    if (lt_gemm(c, st, true, s, s, d, a->scale, a->k, d, sq, a->q, d, sq, S, s, ss, bh, ws) != CUBLAS_STATUS_SUCCESS)
-        return (int)cudaErrorLaunchFailure;
+    cublasStatus_t cs = lt_gemm(c, st, true, s, s, d, a->scale, a->k, d, sq, a->q, d, sq, S, s, ss, bh, ws);
+    if (cs != CUBLAS_STATUS_SUCCESS) return lt_err(cs);
     if (a->causal) {
         const int64_t total = (int64_t)bh * ss;
         attn_causal_mask<<<(unsigned)attn_cdiv(total, 256), 256, 0, st>>>(S, s, total);
@@ -130,7 +137,7 @@ int attn_cublas_run(attn_cublas *c, void *stream, const attn_args *a)
     if (!sm) return (int)cudaErrorNotSupported;
     int rc = sm->fn(stream, S, P, bh * s, s);
     if (rc) return rc;
-    if (lt_gemm(c, st, false, d, s, s, 1.0f, a->v, d, sq, P, s, ss, a->o, d, sq, bh, ws) != CUBLAS_STATUS_SUCCESS)
-        return (int)cudaErrorLaunchFailure;
+    cs = lt_gemm(c, st, false, d, s, s, 1.0f, a->v, d, sq, P, s, ss, a->o, d, sq, bh, ws);
+    if (cs != CUBLAS_STATUS_SUCCESS) return lt_err(cs);
     return (int)cudaGetLastError();
 }
