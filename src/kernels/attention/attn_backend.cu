@@ -74,7 +74,7 @@ size_t attn_vbe_work(const attn_args *a) { return be_plan(a).total; }
 
 int attn_vbe_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 0, attn_vbe_work(a))) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 0, attn_vbe_work)) return (int)cudaErrorInvalidValue;
     if (!a->causal || a->s < 2) return (int)cudaErrorNotSupported;
     cudaStream_t st = (cudaStream_t)stream;
     const be_layout L = be_plan(a);

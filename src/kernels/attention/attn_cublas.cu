@@ -119,7 +119,7 @@ static int lt_err(cublasStatus_t s)
 
 int attn_cublas_run(attn_cublas *c, void *stream, const attn_args *a)
 {
-    if (!c || !attn_args_ok(a, 0, attn_cublas_work_size(a))) return (int)cudaErrorInvalidValue;
+    if (!c || !attn_args_ok(a, 0, attn_cublas_work_size)) return (int)cudaErrorInvalidValue;
     cudaStream_t st = (cudaStream_t)stream;
     const int s = a->s, d = a->d, bh = a->b * a->h;
     const int64_t sq = (int64_t)s * d, ss = (int64_t)s * s;

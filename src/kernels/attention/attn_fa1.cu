@@ -119,6 +119,6 @@ template <int D> static int fa1_launch(cudaStream_t st, const attn_args *a)
 
 int attn_v2_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 0, 0)) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
     return a->d == 64 ? fa1_launch<64>((cudaStream_t)stream, a) : fa1_launch<128>((cudaStream_t)stream, a);
 }

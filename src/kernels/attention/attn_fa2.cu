@@ -233,6 +233,6 @@ template <int D> static int fa2_launch(cudaStream_t st, const attn_args *a)
 
 int attn_v3_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 0, 0)) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
     return a->d == 64 ? fa2_launch<64>((cudaStream_t)stream, a) : fa2_launch<128>((cudaStream_t)stream, a);
 }

@@ -220,6 +220,6 @@ template <int D> static int bwd_launch(cudaStream_t st, const attn_args *a)
 
 int attn_v3b_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 1, attn_v3b_work(a))) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 1, attn_v3b_work)) return (int)cudaErrorInvalidValue;
     return a->d == 64 ? bwd_launch<64>((cudaStream_t)stream, a) : bwd_launch<128>((cudaStream_t)stream, a);
 }

@@ -95,7 +95,7 @@ size_t attn_v1b_work(const attn_args *a) { return 2 * attn_n_ss(a) * sizeof(floa
 
 int attn_v1_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 0, attn_v1_work(a))) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 0, attn_v1_work)) return (int)cudaErrorInvalidValue;
     cudaStream_t st = (cudaStream_t)stream;
     const int s = a->s, d = a->d, bh = a->b * a->h;
     const int64_t sq = (int64_t)s * d, ss = (int64_t)s * s, rows = (int64_t)bh * s;
@@ -113,7 +113,7 @@ int attn_v1_run(void *stream, const attn_args *a)
 
 int attn_v1b_run(void *stream, const attn_args *a)
 {
-    if (!attn_args_ok(a, 1, attn_v1b_work(a))) return (int)cudaErrorInvalidValue;
+    if (!attn_args_ok(a, 1, attn_v1b_work)) return (int)cudaErrorInvalidValue;
     cudaStream_t st = (cudaStream_t)stream;
     const int s = a->s, d = a->d, bh = a->b * a->h;
     const int64_t sq = (int64_t)s * d, ss = (int64_t)s * s, rows = (int64_t)bh * s;
