@@ -1,0 +1,64 @@
+/* attn_internal.h - what the attention ladder's .cu files share: argument checks, the launch entry
+ * points of each version (the table lives in attn_versions.cu), small device helpers. CUDA C++ only.
+ *
+ * Scores are kept in the log2 domain where a kernel uses exp2 (scale * log2 e folded into the dot
+ * product); lse is always stored in natural-log units: lse = (m2 + log2(l)) * ln 2.
+ */
+#ifndef AIINFRA_KERNELS_ATTN_INTERNAL_H
+#define AIINFRA_KERNELS_ATTN_INTERNAL_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/attention/attention.h"
+
+#define ATTN_LOG2E 1.4426950408889634f
+#define ATTN_LN2 0.6931471805599453f
+
+typedef __nv_bfloat16 bf16;
+
+static inline int64_t attn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Elements of one (b, h, s, d) tensor and of one (b, h, s, s) score matrix. */
+static inline size_t attn_n_qkv(const attn_args *a) { return (size_t)a->b * a->h * a->s * a->d; }
+static inline size_t attn_n_ss(const attn_args *a) { return (size_t)a->b * a->h * a->s * a->s; }
+
+/* 1 when the shape, the pointers a forward (bwd = 0) or backward version needs, and the work (sized by
+ * wf after the shape is known to be valid; NULL: none) are valid. */
+static inline int attn_args_ok(const attn_args *a, int bwd, attn_work_fn wf)
+{
+    if (!a || a->b < 1 || a->h < 1 || a->s < 1 || (a->d != 64 && a->d != 128)) return 0;
+    if ((int64_t)a->b * a->h > 65535) return 0; /* grid.y / grid.z limit */
+    if (!a->q || !a->k || !a->v || !a->o) return 0;
+    if (bwd && (!a->lse || !a->dout || !a->dq || !a->dk || !a->dv)) return 0;
+    const size_t work_need = wf ? wf(a) : 0;
+    if (work_need && (!a->work || a->work_size < work_need)) return 0;
+    return 1;
+}
+
+static __device__ __forceinline__ float attn_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float attn_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Entry points (attn_naive.cu, attn_fa1.cu, attn_fa2.cu, attn_backend.cu, attn_fa2_bwd.cu). */
+size_t attn_v1_work(const attn_args *a);
+int attn_v1_run(void *s, const attn_args *a);
+size_t attn_v1b_work(const attn_args *a);
+int attn_v1b_run(void *s, const attn_args *a);
+int attn_v2_run(void *s, const attn_args *a);
+int attn_v3_run(void *s, const attn_args *a);
+size_t attn_vbe_work(const attn_args *a);
+int attn_vbe_run(void *s, const attn_args *a);
+size_t attn_v3b_work(const attn_args *a);
+int attn_v3b_run(void *s, const attn_args *a);
+
+#endif

@@ -1,0 +1,30 @@
+/* attn_versions.cu - the attention ladder's version table (attention.h): forward v1 -> v3, backward
+ * v1b -> v3b. Each kernel file's header says what its step changes and why it should be faster.
+ *
+ *   v1_naive       S = scale Q K^T in memory (fp32), softmax rows, O = P V: naive GEMM loops
+ *   v2_fa1_tiled   FA1 style: tiles, online softmax, K/V tiles in shared memory, S never in memory
+ *   v3_fa2_mma     FA2 style: query blocks in parallel, a warp per 16 rows, mma.sync bf16 for Q K^T
+ *                  and P V, P kept in registers, rescale deferred to the end, causal tiles skipped
+ *   v3_backend     the CUDA backend's FA2 prefill (f16 cache, f32 Q/O) called through cuk_attention on
+ *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
+ *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
+ *   v3_fa2_bwd     FA2 style backward: P rebuilt from lse per tile, D = rowsum(dO * O) up front, one
+ *                  pass for dK / dV over key tiles and one for dQ over query tiles, no atomics
+ */
+#include "kernels/attention/attn_internal.h"
+
+static size_t no_work(const attn_args *a) { return 0; }
+
+extern "C" const attn_version attn_versions[] = {
+    { "v1_naive", "S = QK^T in memory (fp32), softmax rows, O = PV; naive GEMM loops", 0, 1, attn_v1_work, attn_v1_run },
+    { "v2_fa1_tiled", "FA1: tiled, online softmax, K/V tiles in smem, no S in memory, fp32 FMA", 0, 1, no_work,
+      attn_v2_run },
+    { "v3_fa2_mma", "FA2: warp per 16 rows, mma.sync bf16 QK^T and PV, deferred rescale, causal skip", 0, 1, no_work,
+      attn_v3_run },
+    { "v3_backend", "backend FA2 prefill via cuk_attention (f16 K/V, f32 Q/O, conversions timed), causal", 0, 0,
+      attn_vbe_work, attn_vbe_run },
+    { "v1_naive_bwd", "P, dP, dS as (s,s) fp32 in memory; 5 naive GEMMs", 1, 0, attn_v1b_work, attn_v1b_run },
+    { "v3_fa2_bwd", "FA2 bwd: P from lse per tile, dK/dV pass + dQ pass, no atomics, fp32 FMA", 1, 0, attn_v3b_work,
+      attn_v3b_run },
+};
+extern "C" const int attn_n_versions = (int)(sizeof attn_versions / sizeof attn_versions[0]);
