@@ -19,7 +19,7 @@ static const struct command commands[] = {
     {"info", cmd_info, "MODEL                              architecture, parameters, memory ledger"},
     {"serve", cmd_serve, "-m MODEL [--host H] [--port P] [--api-key K] [--backend cpu|cuda]  OpenAI-compatible server"},
     {"bench", cmd_bench, "(-m MODEL | --arch NAME --random-weights) [--batch B --prompt P --gen G --json]  speed vs roofline"},
-    {"kernels", cmd_kernels, "bench [reduce|softmax|all] [--json] | roofline [--out F.svg]  CUDA kernel ladders"},
+    {"kernels", cmd_kernels, "bench [OP|all] [--json] | roofline [--out F.svg]  CUDA kernel ladders (reduce, softmax, gemm, attention, decode)"},
     {"gguf", cmd_gguf, "FILE [--json]                      print a GGUF file's metadata and tensors"},
     {"safetensors", cmd_safetensors, "PATH [--json]               print a safetensors file's (or folder's) tensors"},
 };
