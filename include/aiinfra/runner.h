@@ -30,7 +30,13 @@ typedef struct runner_params {
     float kv_mem_frac;    /* 0 = 0.9 */
     bool kv_f32;          /* f32 KV (tests); default f16 */
     bool no_graphs;       /* do not capture decode steps as graphs */
+    unsigned no_fuse;     /* RUNNER_NO_FUSE_* bits: run that op separately instead of inside a matmul_ex
+                           * (measuring each fusion's effect; 0 = all fused) */
 } runner_params;
+
+#define RUNNER_NO_FUSE_NORM 1u   /* rmsnorm before the qkv / gate|up / output products */
+#define RUNNER_NO_FUSE_SWIGLU 2u /* silu(gate) * up before the down product */
+#define RUNNER_NO_FUSE_ADD 4u    /* the residual adds after the wo and down products */
 
 /* Synthetic weights: any architecture and size, generated on the backend (no file). */
 typedef struct runner_random {

@@ -54,24 +54,33 @@ static ai_status step_body(void *arg, ai_err *err)
                        .work_size = r->attn_work_size};
     at.scale = 1.0f / sqrtf((float)c->head_dim);
 
-    const backend_mm_opts add = {.accumulate = true}; /* y += product: the residual add */
+    /* Fusions (backend.h, matmul_ex), each can be switched off to measure it (runner_params.no_fuse):
+     * norm: the rmsnorm rides in the prologue of the product that reads it; swiglu: silu(gate) * up in
+     * the down product's prologue; add: the residual add in the wo / down products' epilogue. Without
+     * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
+    const bool f_norm = !(r->p.no_fuse & RUNNER_NO_FUSE_NORM), f_swiglu = !(r->p.no_fuse & RUNNER_NO_FUSE_SWIGLU);
+    const bool f_add = !(r->p.no_fuse & RUNNER_NO_FUSE_ADD);
+    const backend_mm_opts none = {0}, add = {.accumulate = true};
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const runner_layer *L = &r->layers[il];
+        const bool norm_qkv = f_norm && r->fuse_qkv, norm_gu = f_norm && r->fuse_gu;
         const backend_mm_opts attn_in = {.norm_w = L->attn_norm.data, .eps = c->norm_eps};
         const backend_mm_opts ffn_in = {.norm_w = L->ffn_norm.data, .eps = c->norm_eps};
+        const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
         char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
         char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
         float *q = r->q, *k = r->k, *v = r->v;
         int64_t qs = qd, ks = kvd, vs = kvdv; /* row strides */
-        if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv; the norm in its prologue */
-            TRY(o->matmul_ex(bc, &L->wqkv, r->x, n, r->q, &attn_in, err));
+        if (!norm_qkv && (il == 0 || f_add)) /* (without add, the previous add_rmsnorm made xn) */
+            TRY(o->rmsnorm(bc, r->xn, r->x, L->attn_norm.data, n, dim, c->norm_eps, err));
+        if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv */
+            TRY(o->matmul_ex(bc, &L->wqkv, norm_qkv ? r->x : r->xn, n, r->q, norm_qkv ? &attn_in : &none, err));
             k = q + qd;
             v = k + kvd;
             qs = ks = vs = qd + kvd + kvdv;
-        } else { /* three products: normalise once */
-            TRY(o->rmsnorm(bc, r->xn, r->x, L->attn_norm.data, n, dim, c->norm_eps, err));
+        } else {
             TRY(o->matmul(bc, &L->wq, r->xn, n, q, err));
             TRY(o->matmul(bc, &L->wk, r->xn, n, k, err));
             TRY(o->matmul(bc, &L->wv, r->xn, n, v, err));
@@ -92,23 +101,46 @@ static ai_status step_body(void *arg, ai_err *err)
         at.v_cache = vc;
         at.q_stride = qs;
         TRY(o->attention(bc, &at, err));
-        TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
-        if (r->fuse_gu) { /* gate|up rows of 2 n_ff (norm in the prologue), then silu(gate) * up in the down
-                           * product's prologue */
-            const backend_mm_opts down_in = {.swiglu_in = true, .accumulate = true};
-            TRY(o->matmul_ex(bc, &L->w_gu, r->x, n, r->gate, &ffn_in, err));
-            TRY(o->matmul_ex(bc, &L->w_down, r->gate, n, r->x, &down_in, err));
+        if (f_add) {
+            TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
+            if (!norm_gu) TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
         } else {
-            TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
+            TRY(o->matmul(bc, &L->wo, r->att, n, r->tmp, err));
+            TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, L->ffn_norm.data, n, dim, c->norm_eps, err));
+        }
+        const float *act;           /* the down product's input */
+        backend_mm_opts down = add; /* its options */
+        if (r->fuse_gu) {           /* gate|up rows of 2 n_ff */
+            TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->gate, norm_gu ? &ffn_in : &none, err));
+            down.swiglu_in = f_swiglu;
+            act = r->gate;
+            if (!f_swiglu) {
+                TRY(o->swiglu_rows(bc, r->up, r->gate, n, c->n_ff, err));
+                act = r->up;
+            }
+        } else {
             TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
             TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
             TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
-            TRY(o->matmul_ex(bc, &L->w_down, r->gate, n, r->x, &add, err));
+            act = r->gate;
+        }
+        if (f_add) {
+            TRY(o->matmul_ex(bc, &L->w_down, act, n, r->x, &down, err));
+        } else {
+            down.accumulate = false;
+            TRY(o->matmul_ex(bc, &L->w_down, act, n, r->tmp, &down, err));
+            TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
         }
     }
-    const backend_mm_opts out_in = {.norm_w = r->output_norm.data, .eps = c->norm_eps};
-    TRY(o->gather_rows(bc, r->xl, r->x, meta(r, META_LAST, true), r->n_seq, dim, err));
-    TRY(o->matmul_ex(bc, &r->output, r->xl, r->n_seq, r->logits, &out_in, err));
+    if (f_norm) {
+        const backend_mm_opts out_in = {.norm_w = r->output_norm.data, .eps = c->norm_eps};
+        TRY(o->gather_rows(bc, r->xl, r->x, meta(r, META_LAST, true), r->n_seq, dim, err));
+        TRY(o->matmul_ex(bc, &r->output, r->xl, r->n_seq, r->logits, &out_in, err));
+    } else {
+        if (f_add) TRY(o->rmsnorm(bc, r->xn, r->x, r->output_norm.data, n, dim, c->norm_eps, err));
+        TRY(o->gather_rows(bc, r->xl, r->xn, meta(r, META_LAST, true), r->n_seq, dim, err));
+        TRY(o->matmul(bc, &r->output, r->xl, r->n_seq, r->logits, err));
+    }
     return o->argmax(bc, r->logits, r->n_seq, c->n_vocab, meta(r, META_OUT, true), err);
 }
 

@@ -3,7 +3,7 @@
  *
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
- *                 [--no-graphs] [--threads N] [--seed S] [--json]
+ *                 [--no-graphs] [--no-fuse norm,swiglu,add|all] [--threads N] [--seed S] [--json]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
  * into each step), then G decode steps run for all B at once (greedy). Reported: prefill tok/s,
@@ -30,7 +30,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--threads N] [--seed S] [--json]\n"
+            "                     [--no-graphs] [--no-fuse norm,swiglu,add|all] [--threads N] [--seed S] [--json]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
     return 2;
@@ -47,8 +47,27 @@ typedef struct bench_opts {
     dtype type;
     int batch, prompt, gen, block, chunk, threads;
     bool random, json, no_graphs;
+    unsigned no_fuse; /* RUNNER_NO_FUSE_* */
     uint64_t seed;
 } bench_opts;
+
+/* "norm,swiglu,add" or "all" -> RUNNER_NO_FUSE_* bits; false on an unknown name. */
+static bool parse_no_fuse(const char *v, unsigned *out)
+{
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"norm", RUNNER_NO_FUSE_NORM}, {"swiglu", RUNNER_NO_FUSE_SWIGLU}, {"add", RUNNER_NO_FUSE_ADD},
+        {"all", RUNNER_NO_FUSE_NORM | RUNNER_NO_FUSE_SWIGLU | RUNNER_NO_FUSE_ADD}};
+    *out = 0;
+    while (*v) {
+        size_t len = strcspn(v, ",");
+        bool ok = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == len && !strncmp(v, names[i].name, len)) *out |= names[i].bit, ok = true;
+        if (!ok) return false;
+        v += len + (v[len] == ',');
+    }
+    return true;
+}
 
 static bool parse(int argc, char **argv, bench_opts *o)
 {
@@ -83,6 +102,7 @@ static bool parse(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--random-weights")) o->random = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--no-graphs")) o->no_graphs = true;
+        else if (!strcmp(a, "--no-fuse") && v && parse_no_fuse(v, &o->no_fuse)) i++;
         else return false;
     }
     return (o->model != NULL) != (o->arch != NULL) && (!o->arch || o->random);
@@ -150,7 +170,8 @@ int cmd_bench(int argc, char **argv)
     int chunk = o.chunk ? o.chunk : (B * P < 8192 ? B * P : 8192);
     if (chunk < B) chunk = B;
     runner_params rp = {.max_tokens = chunk, .max_seqs = B, .n_ctx = nbps * bs, .block_size = bs,
-                        .kv_blocks = (int64_t)B * nbps, .no_graphs = o.no_graphs};
+                        .kv_blocks = (int64_t)B * nbps, .no_graphs = o.no_graphs,
+                        .no_fuse = o.no_fuse};
     if (rp.n_ctx > cfg.n_ctx_train) rp.n_ctx = cfg.n_ctx_train;
     if (ctx > rp.n_ctx) {
         ai_err_set(&err, AI_ERR_RANGE, "prompt + gen = %d exceeds the model's context %d", ctx, cfg.n_ctx_train);

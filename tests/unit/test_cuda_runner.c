@@ -18,7 +18,8 @@ static void test_cuda_runner_kv_f32(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], true, 1e-4);
+    for (unsigned f = 0; f < 8; f++) /* every combination of RUNNER_NO_FUSE_* */
+        for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], true, 1e-4, f);
     backend_free(&be);
 }
 
@@ -28,7 +29,7 @@ static void test_cuda_runner_kv_f16(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], false, 2e-2);
+    for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], false, 2e-2, 0);
     backend_free(&be);
 }
 
@@ -47,7 +48,7 @@ static void test_cuda_runner_real_q4_1(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    runner_check(&be, path, false, 5e-2);
+    runner_check(&be, path, false, 5e-2, 0);
 
     model *m = NULL;
     if (model_open(&m, path, &err) != AI_OK) fail_msg("%s", err.msg);
