@@ -222,6 +222,56 @@ static void test_rope(void **state)
     printf("rope: worst relative error vs model_rope %.3g\n", worst);
 }
 
+/* cuk_rope_store = cuk_rope on q and k, then cuk_kv_store: the same bits (same angles, same math),
+ * for both cache dtypes, partial rope, neox and not, padded strides, a slot < 0 (rotate only). */
+static void test_rope_store(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t seed = 21;
+    const int32_t n_tok = 5, nh = 6, nkv = 2, pos[5] = { 0, 3, 511, 4097, 30000 }, slot[5] = { 4, -1, 0, 9, 2 };
+    const int32_t slots = 11;
+    struct { int32_t hd, rd, neox; } cases[] = { { 128, 128, 0 }, { 64, 32, 1 }, { 80, 80, 1 } };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            const int32_t hd = cases[c].hd, rd = cases[c].rd, kvd = nkv * hd;
+            const int64_t qs = (int64_t)nh * hd + 4, ks = kvd + 12, vs = kvd + 3;
+            const size_t es = f16 ? 2 : 4, cb = (size_t)slots * kvd * es;
+            float *q = rnd((size_t)n_tok * qs, &seed, 2), *k = rnd((size_t)n_tok * ks, &seed, 2);
+            float *v = rnd((size_t)n_tok * vs, &seed, 2);
+            float *dq[2], *dk[2], *dv = cuda_test_dup(v, (size_t)n_tok * vs * 4);
+            void *dkc[2], *dvc[2];
+            unsigned char *junk = malloc(cb);
+            for (size_t i = 0; i < cb; i++) junk[i] = (unsigned char)(i * 13 + 5);
+            for (int i = 0; i < 2; i++) {
+                dq[i] = cuda_test_dup(q, (size_t)n_tok * qs * 4);
+                dk[i] = cuda_test_dup(k, (size_t)n_tok * ks * 4);
+                dkc[i] = cuda_test_dup(junk, cb);
+                dvc[i] = cuda_test_dup(junk, cb);
+            }
+            int32_t *dpos = cuda_test_dup(pos, sizeof pos), *dslot = cuda_test_dup(slot, sizeof slot);
+            const dtype kt = f16 ? DTYPE_F16 : DTYPE_F32;
+            OK(cuk_rope(NULL, dq[0], n_tok, nh, qs, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
+            OK(cuk_rope(NULL, dk[0], n_tok, nkv, ks, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
+            OK(cuk_kv_store(NULL, dkc[0], dvc[0], kt, dk[0], ks, dv, vs, n_tok, kvd, kvd, dslot, ERR));
+            OK(cuk_rope_store(NULL, dq[1], qs, dk[1], ks, dv, vs, n_tok, nh, nkv, hd, hd, rd, dpos, 10000.0f, 1.0f,
+                              NULL, cases[c].neox, dkc[1], dvc[1], kt, dslot, ERR));
+            const size_t nq = (size_t)n_tok * qs * 4, nk = (size_t)n_tok * ks * 4;
+            unsigned char *a = malloc(nq > cb ? nq : cb), *b = malloc(nq > cb ? nq : cb);
+            cuda_test_get(a, dq[0], nq), cuda_test_get(b, dq[1], nq);
+            if (memcmp(a, b, nq)) fail_msg("rope_store case %zu f16 %d: q differs from cuk_rope", c, f16);
+            cuda_test_get(a, dk[0], nk), cuda_test_get(b, dk[1], nk);
+            if (memcmp(a, b, nk)) fail_msg("rope_store case %zu f16 %d: k differs from cuk_rope", c, f16);
+            cuda_test_get(a, dkc[0], cb), cuda_test_get(b, dkc[1], cb);
+            if (memcmp(a, b, cb)) fail_msg("rope_store case %zu f16 %d: k cache differs from cuk_kv_store", c, f16);
+            cuda_test_get(a, dvc[0], cb), cuda_test_get(b, dvc[1], cb);
+            if (memcmp(a, b, cb)) fail_msg("rope_store case %zu f16 %d: v cache differs from cuk_kv_store", c, f16);
+            for (int i = 0; i < 2; i++) cudaFree(dq[i]), cudaFree(dk[i]), cudaFree(dkc[i]), cudaFree(dvc[i]);
+            cudaFree(dv), cudaFree(dpos), cudaFree(dslot);
+            free(q), free(k), free(v), free(junk), free(a), free(b);
+        }
+}
+
 // --- kv store, gather ------------------------------------------------------------------------------
 
 static void test_kv_store(void **state)
@@ -352,7 +402,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fill_add), cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_add_bias),
-        cmocka_unit_test(test_rmsnorm),  cmocka_unit_test(test_rope),     cmocka_unit_test(test_kv_store),
+        cmocka_unit_test(test_rmsnorm),  cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_store),     cmocka_unit_test(test_kv_store),
         cmocka_unit_test(test_gather),   cmocka_unit_test(test_embed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -81,7 +81,7 @@ ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64
                    int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
                    int neox, ai_err *err);
 /* cuk_rope on q (n_head heads) and k (n_head_kv heads), then cuk_kv_store of k and v (v rows are
- * n_head_kv * head_dim_v wide): the three in one launch, one block per token. */
+ * n_head_kv * head_dim_v wide): the three in one launch, one block per (token, head). */
 ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
                          int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                          int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,

@@ -390,32 +390,47 @@ __global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t he
     rope_row(x + (int64_t)t * row_stride, n_heads, head_dim, half, cs, sn, neox);
 }
 
-/* The decode step's fusion: rotate q and k of one token (one block per token), then write its k and v
- * rows into the paged cache (slot < 0: rotate only). One launch instead of four. */
+/* The decode step's fusion: rotate q and k, then write k and v into the paged cache (slot < 0: rotate
+ * only). One launch instead of four, and one CTA per (token, head): grid (n_tok, n_head + n_head_kv),
+ * CTAs y < n_head rotate q head y, the others rotate k head j = y - n_head and store k and v head j.
+ * Why per head and not per token (the first version): at batch 1 one 256-thread CTA walked 40 heads in
+ * 10 dependent rounds of global loads plus a serial angle table (~10 us per layer, ncu); here every
+ * thread rotates at most a pair or two, and its angle comes from its own running product (the same
+ * float multiplications, in the same order, as model_rope's loop: identical angles). */
 template <bool F16>
-__global__ void k_rope_store(float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v, int64_t v_stride,
-                             int32_t n_head, int32_t n_head_kv, int32_t head_dim, int32_t half, const int32_t *pos,
-                             float theta_scale, float freq_scale, const float *factors, int neox, void *k_cache,
-                             void *v_cache, int32_t kvd, int32_t kvdv, const int32_t *slot)
+__global__ void __launch_bounds__(128) k_rope_store(float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                                                    int64_t v_stride, int32_t n_head, int32_t head_dim, int32_t head_dim_v,
+                                                    int32_t half, const int32_t *pos, float theta_scale, float freq_scale,
+                                                    const float *factors, int neox, void *k_cache, void *v_cache,
+                                                    int32_t kvd, int32_t kvdv, const int32_t *slot)
 {
     cuk_pdl_wait();
-    __shared__ float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
-    const int32_t t = blockIdx.x;
-    rope_table(cs, sn, pos[t], half, theta_scale, freq_scale, factors);
-    float *kr = k + (int64_t)t * k_stride;
-    rope_row(q + (int64_t)t * q_stride, n_head, head_dim, half, cs, sn, neox);
-    rope_row(kr, n_head_kv, head_dim, half, cs, sn, neox);
+    const int32_t t = blockIdx.x, y = blockIdx.y, is_k = y >= n_head, h = is_k ? y - n_head : y;
+    float *row = is_k ? k + (int64_t)t * k_stride + (int64_t)h * head_dim : q + (int64_t)t * q_stride + (int64_t)h * head_dim;
+    const float p = (float)pos[t];
+    for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float theta = p;
+        for (int32_t j = 0; j < i; j++) theta *= theta_scale; /* model_rope's running product */
+        const float ff = factors ? factors[i] : 1.0f, th = freq_scale * (theta / ff);
+        const float c = cosf(th), sn = sinf(th);
+        const int32_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+        const float x0 = row[ia], x1 = row[ib];
+        row[ia] = fmaf(x0, c, -(x1 * sn));
+        row[ib] = fmaf(x0, sn, x1 * c);
+    }
+    if (!is_k) return;
     const int32_t sl = slot[t];
     if (sl < 0) return;
-    __syncthreads(); /* the rotated k row is complete */
-    const float *vr = v + (int64_t)t * v_stride;
-    for (int32_t j = threadIdx.x; j < kvd; j += blockDim.x) {
-        if (F16) ((__half *)k_cache)[(int64_t)sl * kvd + j] = __float2half_rn(kr[j]);
-        else ((float *)k_cache)[(int64_t)sl * kvd + j] = kr[j];
+    __syncthreads(); /* this head's rotated k is complete (global writes of the block are visible to it) */
+    const float *vr = v + (int64_t)t * v_stride + (int64_t)h * head_dim_v;
+    const int64_t ko = (int64_t)sl * kvd + (int64_t)h * head_dim, vo = (int64_t)sl * kvdv + (int64_t)h * head_dim_v;
+    for (int32_t j = threadIdx.x; j < head_dim; j += blockDim.x) {
+        if (F16) ((__half *)k_cache)[ko + j] = __float2half_rn(row[j]);
+        else ((float *)k_cache)[ko + j] = row[j];
     }
-    for (int32_t j = threadIdx.x; j < kvdv; j += blockDim.x) {
-        if (F16) ((__half *)v_cache)[(int64_t)sl * kvdv + j] = __float2half_rn(vr[j]);
-        else ((float *)v_cache)[(int64_t)sl * kvdv + j] = vr[j];
+    for (int32_t j = threadIdx.x; j < head_dim_v; j += blockDim.x) {
+        if (F16) ((__half *)v_cache)[vo + j] = __float2half_rn(vr[j]);
+        else ((float *)v_cache)[vo + j] = vr[j];
     }
 }
 
@@ -428,7 +443,8 @@ extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, fl
     const int64_t kvd = (int64_t)n_head_kv * head_dim, kvdv = (int64_t)n_head_kv * head_dim_v;
     if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32)
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: cache dtype %d is not f16 or f32", (int)kv_type);
-    if (n_tok < 0 || n_tok > 65535 || n_head <= 0 || n_head_kv <= 0 || head_dim <= 0 || head_dim_v <= 0 ||
+    if (n_tok < 0 || n_tok > INT32_MAX / 2 || n_head <= 0 || n_head_kv <= 0 || n_head + n_head_kv > 65535 ||
+        head_dim <= 0 || head_dim_v <= 0 ||
         rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim || q_stride < (int64_t)n_head * head_dim ||
         k_stride < kvd || v_stride < kvdv || kvd > INT32_MAX || !(base > 0) ||
         (n_tok > 0 && (!q || !k || !v || !pos || !k_cache || !v_cache || !slot)))
@@ -439,13 +455,14 @@ extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, fl
     if (n_tok == 0) return AI_OK;
     const float theta_scale = powf(base, -2.0f / (float)rope_dim); /* host powf, as cuk_rope */
     cudaStream_t st = (cudaStream_t)s;
+    const dim3 grid(n_tok, n_head + n_head_kv), block(rope_dim / 2 >= 128 || head_dim > 64 ? 128 : 64);
     if (kv_type == DTYPE_F16)
-        cuk_launch(k_rope_store<true>, dim3(n_tok), dim3(256), 0, st, q, q_stride, k, k_stride, v, v_stride, n_head,
-                   n_head_kv, head_dim, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
+        cuk_launch(k_rope_store<true>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,
+                   head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
                    (int32_t)kvd, (int32_t)kvdv, slot);
     else
-        cuk_launch(k_rope_store<false>, dim3(n_tok), dim3(256), 0, st, q, q_stride, k, k_stride, v, v_stride, n_head,
-                   n_head_kv, head_dim, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
+        cuk_launch(k_rope_store<false>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,
+                   head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
                    (int32_t)kvd, (int32_t)kvdv, slot);
     CUK_LAUNCHED(err, "cuk_rope_store");
     return AI_OK;
