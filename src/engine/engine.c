@@ -14,8 +14,10 @@
  *           -> NO_SPACE finishes: LENGTH if the sample has output (the KV pool, like the context, bounds
  *              it: the text so far is a valid truncated answer), else ERROR "the prompt no longer fits"
  *           -> runner_copy_blocks(copies) -> runner_step(entries)
- *           -> sample: plain greedy rows take runner_step's argmax (no logits download); any other row
- *              downloads the step's logits once and runs the CPU sampler per sample
+ *           -> sample: plain greedy rows take runner_step's argmax (no logits download); plain sampling
+ *              rows (temperature, top-k/p, min-p only) are sampled by the backend (runner_sample, the
+ *              uniform drawn here from the sample's rng); any other row downloads the step's logits once
+ *              and runs the CPU sampler per sample
  *           -> scheduler_postprocess(sampled)
  *           -> per sampled sample: sampler_seq_accept (EOS / stop ids / max_tokens), text_stream
  *              (detokenize, withhold a possible stop-string prefix), TOKEN event; n > 1: fork the other
@@ -221,12 +223,31 @@ static void apply_abort(engine *e, uint64_t id)
 
 // --- one step (worker) -----------------------------------------------------------------------------
 
-/* Samples s's next token from row e of the step (its argmax when greedy_ok). */
-static ai_status sample_one(engine *e, eng_sample *s, int32_t row, bool use_greedy, ai_err *err)
+/* Where a sample's next token comes from this step. */
+typedef enum { FROM_ARGMAX, FROM_DEVICE, FROM_HOST } token_source;
+
+/* The sample's parameters for the backend's sampler; draws its uniform now (the host sampler draws it
+ * after filtering, once per non-greedy token too: a seeded request gets the same draws either way). */
+static backend_sample_params device_params(eng_sample *s)
+{
+    const sampler_params *p = &s->ss.p;
+    float u = (float)sampler_rng_uniform(&s->ss.rng);
+    if (u >= 1.0f) u = 0x1.fffffep-1f; /* double u < 1 can round up to 1.0f */
+    return (backend_sample_params){.temperature = p->temperature, .top_p = p->top_p, .min_p = p->min_p, .u = u,
+                                   .top_k = p->top_k};
+}
+
+/* Samples s's next token from row `row` of the step, from `src`. */
+static ai_status sample_one(engine *e, eng_sample *s, int32_t row, token_source src, ai_err *err)
 {
     s->has_res = false;
-    if (use_greedy) {
+    if (src == FROM_ARGMAX) {
         s->token = e->greedy[row];
+        return AI_OK;
+    }
+    if (src == FROM_DEVICE) {
+        s->token = e->dev_tok[row];
+        if (s->token < 0) return ai_err_set(err, AI_ERR_RANGE, "sampler: the logits hold NaN or +inf");
         return AI_OK;
     }
     ai_status st = sampler_sample(&e->smp, &s->ss, e->logits + (size_t)row * (size_t)e->n_vocab, &s->res, err);
@@ -369,7 +390,7 @@ static void engine_step(engine *e)
         if (s->n_gen > 0) finish_sample(e, s, ENGINE_FINISH_LENGTH);
         else fail_request(e, s->req, "the prompt no longer fits in the KV cache");
     }
-    bool need_logits = false, any_greedy = false;
+    bool need_logits = false, any_greedy = false, any_device = false;
     e->n_entries = st.n_entries;
     for (int32_t i = 0; i < st.n_entries; i++) {
         const sched_entry *en = &st.entries[i];
@@ -381,8 +402,11 @@ static void engine_step(engine *e)
         eng_sample *s = map_get(&e->map, en->seq_id);
         e->entry_sample[i] = s;
         if (!s) continue;
-        if (s->req->plain_greedy) any_greedy = true;
-        else need_logits = true;
+        eng_req *r = s->req;
+        e->sparams[i] = (backend_sample_params){0}; /* temperature 0: argmax, no draw */
+        if (r->plain_greedy) any_greedy = true;
+        else if (r->device_sample && !(s->index == 0 && r->n > 1 && !r->forked)) any_device = true;
+        else need_logits = true; /* (the first token of n > 1 samples: n draws from one row, on the host) */
     }
     ai_status rc = AI_OK;
     for (int32_t i = 0; i < st.n_copies; i++) {
@@ -391,6 +415,14 @@ static void engine_step(engine *e)
     }
     if (st.n_copies) rc = runner_copy_blocks(e->run, e->copy_src, e->copy_dst, st.n_copies, &err);
     if (rc == AI_OK && st.n_entries) rc = runner_step(e->run, e->rseqs, st.n_entries, any_greedy ? e->greedy : NULL, &err);
+    if (rc == AI_OK && any_device) {
+        for (int32_t i = 0; i < st.n_entries; i++) {
+            eng_sample *s = e->entry_sample[i];
+            if (s && s->req->device_sample && !(s->index == 0 && s->req->n > 1 && !s->req->forked))
+                e->sparams[i] = device_params(s);
+        }
+        rc = runner_sample(e->run, e->sparams, st.n_entries, e->dev_tok, &err);
+    }
     if (rc == AI_OK && need_logits) rc = runner_logits(e->run, e->logits, st.n_entries, &err);
     if (rc != AI_OK) {
         ai_err_prefix(&err, "engine: step %llu", (unsigned long long)st.step);
@@ -404,8 +436,9 @@ static void engine_step(engine *e)
         if (!s) continue;
         eng_req *r = s->req;
         int32_t n = s->index == 0 && r->n > 1 && !r->forked ? r->n : 1;
+        token_source src = r->plain_greedy ? FROM_ARGMAX : r->device_sample && n == 1 ? FROM_DEVICE : FROM_HOST;
         for (int32_t k = 0; k < n && rc == AI_OK; k++)
-            rc = sample_one(e, n > 1 ? &r->s[k] : s, i, r->plain_greedy, &err);
+            rc = sample_one(e, n > 1 ? &r->s[k] : s, i, src, &err);
         if (rc != AI_OK) { /* NaN logits and the like: this request only */
             fail_in_step(e, r, err.msg);
             rc = AI_OK;

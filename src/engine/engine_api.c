@@ -30,11 +30,13 @@ void engine_req_free(eng_req *r)
     free(r);
 }
 
-/* Plain greedy: the runner's argmax is the sampler's answer (no bias, penalties or logprobs). */
-static bool plain_greedy(const sampler_params *sp)
+/* Plain: no logit bias, penalties or logprobs, so only temperature and the top-k/top-p/min-p filters
+ * shape the draw: the runner's argmax (greedy) or the backend's sampler (runner_sample) gives the
+ * sampler's answer without the logits leaving the device. */
+static bool plain_sampling(const sampler_params *sp)
 {
-    return sp->temperature < SAMPLER_GREEDY_EPS && sp->n_logit_bias == 0 && sp->repetition_penalty == 1.0f &&
-           sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f && sp->logprobs < 0;
+    return sp->n_logit_bias == 0 && sp->repetition_penalty == 1.0f && sp->presence_penalty == 0.0f &&
+           sp->frequency_penalty == 0.0f && sp->logprobs < 0;
 }
 
 static uint64_t read_entropy(void)
@@ -70,6 +72,8 @@ void engine_free(engine *e)
     if (e->smp_ok) sampler_free(&e->smp);
     free(e->logits);
     free(e->greedy);
+    free(e->dev_tok);
+    free(e->sparams);
     free(e->sampled);
     free(e->copy_src);
     free(e->copy_dst);
@@ -142,12 +146,15 @@ ai_status engine_init(engine **out, const model *m, const tokenizer *tok, backen
     size_t ns = (size_t)q.max_num_seqs;
     e->logits = malloc(ns * (size_t)e->n_vocab * sizeof *e->logits);
     e->greedy = malloc(ns * sizeof *e->greedy);
+    e->dev_tok = malloc(ns * sizeof *e->dev_tok);
+    e->sparams = malloc(ns * sizeof *e->sparams);
+    e->can_device_sample = runner_can_sample(e->run);
     e->sampled = malloc(ns * sizeof *e->sampled);
     e->copy_src = malloc(ns * sizeof *e->copy_src);
     e->copy_dst = malloc(ns * sizeof *e->copy_dst);
     e->rseqs = malloc(ns * sizeof *e->rseqs);
     e->entry_sample = malloc(ns * sizeof *e->entry_sample);
-    if (!e->logits || !e->greedy || !e->sampled || !e->copy_src || !e->copy_dst || !e->rseqs || !e->entry_sample ||
+    if (!e->logits || !e->greedy || !e->dev_tok || !e->sparams || !e->sampled || !e->copy_src || !e->copy_dst || !e->rseqs || !e->entry_sample ||
         !seq_map_grow(&e->map)) {
         engine_free(e);
         return ai_err_set(err, AI_ERR_NOMEM, "engine: out of memory for %d sequences of %d logits",
@@ -207,7 +214,8 @@ static ai_status build_request(engine *e, const engine_request *rq, eng_req **ou
     r->n = n;
     r->on_event = rq->on_event;
     r->user = rq->user;
-    r->plain_greedy = plain_greedy(&rq->sp);
+    r->plain_greedy = plain_sampling(&rq->sp) && rq->sp.temperature < SAMPLER_GREEDY_EPS;
+    r->device_sample = e->can_device_sample && plain_sampling(&rq->sp) && !r->plain_greedy;
     sampler_params sp = rq->sp;
     if (sp.max_tokens == 0) sp.max_tokens = left;  /* the context bounds it */
     st = text_stop_ids(e->tok, e->n_vocab, &sp, &stop_ids, &n_stop_ids, err);

@@ -45,6 +45,7 @@ struct eng_req {
     int32_t n;               /* samples */
     int32_t n_done;
     bool plain_greedy;       /* argmax of the raw logits: runner_step's out_tokens suffice */
+    bool device_sample;      /* no bias, penalties or logprobs: the backend samples (runner_sample) */
     bool want_logprobs;
     bool forked;             /* samples 1..n-1 have their first token */
     int32_t n_cached;
@@ -82,6 +83,9 @@ struct engine {
     /* worker-only scratch, (max_num_seqs) each; logits (max_num_seqs, n_vocab) */
     float *logits;
     int32_t *greedy, *sampled, *copy_src, *copy_dst;
+    int32_t *dev_tok;                /* runner_sample's tokens */
+    backend_sample_params *sparams;  /* its per-row parameters */
+    bool can_device_sample;          /* the runner's backend samples (runner_can_sample) */
     runner_seq *rseqs;
     eng_sample **entry_sample; /* sample of each entry of the current step (NULL: none) */
     int32_t n_entries;

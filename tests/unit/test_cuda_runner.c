@@ -12,6 +12,8 @@
 #include "cuda_test.h"
 #include "runner_check.h"
 
+#include "aiinfra/sampler.h"
+
 static void test_cuda_runner_kv_f32(void **state)
 {
     CUDA_TEST_REQUIRE();
@@ -88,12 +90,84 @@ static void test_cuda_runner_real_q4_1(void **state)
     backend_free(&be);
 }
 
+/* runner_sample (the backend's sampler reading the step's logits in place) against the host sampler
+ * (src/engine/sampler.c) on the same logits, downloaded, with the same uniform draw: two seeded rngs,
+ * one draws u for the device, the other is used by sampler_sample. Over 4 sequences x 5 parameter sets
+ * x 6 steps the tokens must be equal, except where u lies within float rounding of a cumulative
+ * probability boundary (the device sums in float, the host in double): at most 1 such flip allowed. */
+static void test_cuda_runner_sample(void **state)
+{
+    CUDA_TEST_REQUIRE();
+    backend be;
+    ai_err err = {0};
+    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
+    model *m = NULL;
+    if (model_open(&m, runner_check_models[0], &err) != AI_OK) fail_msg("%s", err.msg);
+    const int32_t nv = m->cfg.n_vocab;
+    runner *r = NULL;
+    runner_params rp = {.max_tokens = 32, .max_seqs = 4, .n_ctx = 64, .block_size = 4, .kv_blocks = 64};
+    if (runner_init(&r, &be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("runner_init: %s", err.msg);
+    assert_true(runner_can_sample(r));
+    sampler smp;
+    if (sampler_init(&smp, nv, &err) != AI_OK) fail_msg("%s", err.msg);
+    const struct { float t, top_p, min_p; int32_t top_k; } ps[5] = {
+        {1.0f, 1.0f, 0.0f, 0}, {0.7f, 0.9f, 0.0f, 0}, {1.3f, 1.0f, 0.0f, 20}, {0.8f, 1.0f, 0.1f, 0}, {0.0f, 1.0f, 0.0f, 0}};
+    int32_t toks[4][16], bt[4][16], n_diff = 0, n_cmp = 0;
+    for (int s = 0; s < 4; s++)
+        for (int j = 0; j < 16; j++) toks[s][j] = (s * 31 + j * 7) % nv, bt[s][j] = s * 16 + j;
+    float *logits = malloc((size_t)4 * nv * sizeof *logits);
+    assert_non_null(logits);
+    for (int step = 0; step < 6; step++) {
+        runner_seq seqs[4];
+        for (int s = 0; s < 4; s++) /* a 4-token prefill first, then one token per step */
+            seqs[s] = (runner_seq){.tokens = toks[s] + (step ? 3 + step : 0), .q_len = step ? 1 : 4,
+                                   .seq_len = 4 + step, .block_table = bt[s]};
+        if (runner_step(r, seqs, 4, NULL, &err) != AI_OK) fail_msg("step: %s", err.msg);
+        if (runner_logits(r, logits, 4, &err) != AI_OK) fail_msg("%s", err.msg);
+        for (int k = 0; k < 5; k++) {
+            backend_sample_params bp[4];
+            int32_t host[4], dev[4];
+            for (int s = 0; s < 4; s++) {
+                sampler_params p = sampler_params_default();
+                p.temperature = ps[k].t, p.top_p = ps[k].top_p, p.min_p = ps[k].min_p, p.top_k = ps[k].top_k;
+                p.has_seed = true, p.seed = (uint64_t)(step * 100 + k * 10 + s + 1);
+                sampler_seq a, b;
+                if (sampler_seq_init(&a, &p, nv, -1, 0, &err) != AI_OK || sampler_seq_init(&b, &p, nv, -1, 0, &err) != AI_OK)
+                    fail_msg("%s", err.msg);
+                float u = p.temperature < SAMPLER_GREEDY_EPS ? 0.0f : (float)sampler_rng_uniform(&a.rng);
+                bp[s] = (backend_sample_params){.temperature = p.temperature, .top_p = p.top_p, .min_p = p.min_p,
+                                                .u = u, .top_k = p.top_k};
+                sampler_result res;
+                if (sampler_sample(&smp, &b, logits + (size_t)s * nv, &res, &err) != AI_OK) fail_msg("%s", err.msg);
+                host[s] = res.token;
+                sampler_seq_free(&a);
+                sampler_seq_free(&b);
+            }
+            if (runner_sample(r, bp, 4, dev, &err) != AI_OK) fail_msg("runner_sample: %s", err.msg);
+            for (int s = 0; s < 4; s++) {
+                assert_true(dev[s] >= 0 && dev[s] < nv);
+                n_cmp++;
+                if (dev[s] != host[s]) n_diff++;
+            }
+        }
+        for (int s = 0; s < 4; s++) toks[s][4 + step] = toks[s][(3 + step) % 16]; /* next inputs: any tokens */
+    }
+    printf("  runner_sample: %d of %d tokens equal to the host sampler's\n", n_cmp - n_diff, n_cmp);
+    assert_true(n_diff <= 1);
+    free(logits);
+    sampler_free(&smp);
+    runner_free(r);
+    model_close(m);
+    backend_free(&be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_runner_kv_f32),
         cmocka_unit_test(test_cuda_runner_kv_f16),
         cmocka_unit_test(test_cuda_runner_real_q4_1),
+        cmocka_unit_test(test_cuda_runner_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
