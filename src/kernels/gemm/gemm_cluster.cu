@@ -157,7 +157,7 @@ int gemm_run_v10(GEMM_RUN_ARGS)
     int ctas = 0;
     cudaError_t e = tmap_2d(&ta, A, M, K, BM);
     if (e == cudaSuccess) e = tmap_2d(&tb, B, K, N, BK);
-    if (e == cudaSuccess) e = gemm_persistent_ctas(gemm_v10_cluster_mc, SMEM, 2, &ctas);
+    if (e == cudaSuccess) e = gemm_persistent_ctas(gemm_v10_cluster_mc, SMEM, 2, false, &ctas);
     if (e != cudaSuccess) return (int)e;
     const int pairs = gemm_cdiv(gemm_cdiv(M, BM), 2) * gemm_cdiv(N, BN);
     const int clusters = pairs < ctas / 2 ? pairs : ctas / 2;

@@ -95,13 +95,14 @@ __device__ __forceinline__ void store_acc(const float *d, gbf *C, int M, int N, 
 
 // ---- host ---------------------------------------------------------------------------------------
 
-/* How many CTAs of `kernel` (384 threads, smem bytes of dynamic shared memory, compile-time
- * cluster size `cluster`) can be resident at once: the persistent grid. For clusters this asks
+/* How many CTAs of `kernel` (384 threads, smem bytes of dynamic shared memory, cluster size
+ * `cluster`: compile-time (__cluster_dims__) unless launch_attr, then given at launch as
+ * cudaLaunchAttributeClusterDimension) can be resident at once: the persistent grid. For clusters this asks
  * cudaOccupancyMaxActiveClusters instead of assuming SMs / cluster: a cluster's CTAs must sit in
  * one GPC, and a grid with more clusters than fit runs the extra ones as a second wave after the
  * first ones finish their whole tile list (a persistent kernel's worst case: twice the time). */
 template <typename F>
-static inline cudaError_t gemm_persistent_ctas(F *kernel, int smem, int cluster, int *ctas)
+static inline cudaError_t gemm_persistent_ctas(F *kernel, int smem, int cluster, bool launch_attr, int *ctas)
 {
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -114,6 +115,12 @@ static inline cudaError_t gemm_persistent_ctas(F *kernel, int smem, int cluster,
     cfg.gridDim = dim3((unsigned)(sms / cluster * cluster));
     cfg.blockDim = dim3(384);
     cfg.dynamicSmemBytes = (size_t)smem;
+    cudaLaunchAttribute at[1];
+    if (launch_attr) {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)cluster, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 1;
+    }
     int n = 0;
     e = cudaOccupancyMaxActiveClusters(&n, (void *)kernel, &cfg);
     if (e != cudaSuccess) return e;
