@@ -42,12 +42,14 @@ typedef struct gemm_call {
     const bf16 *A, *B;
     bf16 *C;
     int M, N, K;
+    void *work; /* gemm_work_size bytes (stream-K versions) */
+    size_t work_size;
 } gemm_call;
 
 static int gemm_call_run(const void *arg)
 {
     const gemm_call *g = arg;
-    return g->v->fn(g->s, g->A, g->B, g->C, g->M, g->N, g->K, NULL, 0);
+    return g->v->fn(g->s, g->A, g->B, g->C, g->M, g->N, g->K, g->work, g->work_size);
 }
 
 typedef struct lt_call {
@@ -112,6 +114,8 @@ typedef struct gemm_bufs {
     int *si, *sj; /* sampled output coordinates */
     double *ref, *mag;
     void *dA, *dB, *dC;
+    void *dW; /* the versions' scratch: the largest gemm_work_size over the shapes */
+    size_t w_size;
     lt_call lt;
 } gemm_bufs;
 
@@ -202,7 +206,8 @@ static ai_status gemm_shape(ladder_ctx *c, int M, int N, int K, gemm_bufs *b, do
         if (!gemm_version_accepts(gv, b->dA, b->dB, b->dC, M, N, K)) continue;
         const bool skippable = !c->o->small && v < GEMM_SLOW_VERSIONS;
         if (skippable && best_rate[v] > 0 && flops / best_rate[v] * 1e3 > GEMM_SKIP_MS) continue;
-        gemm_call gc = { .v = gv, .s = c->s, .A = b->dA, .B = b->dB, .C = b->dC, .M = M, .N = N, .K = K };
+        gemm_call gc = { .v = gv, .s = c->s, .A = b->dA, .B = b->dB, .C = b->dC, .M = M, .N = N, .K = K,
+                         .work = b->dW, .work_size = b->w_size };
         st = gemm_check_once(c, b, gemm_call_run, &gc, gv->name, M, N, n, &e, &first_ms, err);
         if (st != AI_OK) return ai_err_prefix(err, "gemm %s %s", gv->name, shape);
         if (skippable && first_ms > GEMM_SKIP_MS) {
@@ -261,6 +266,11 @@ ai_status ladder_gemm(ladder_ctx *c, ai_err *err)
                      cc = (size_t)shapes[i].M * shapes[i].N;
         maxA = a > maxA ? a : maxA, maxB = bb > maxB ? bb : maxB, maxC = cc > maxC ? cc : maxC;
     }
+    size_t maxW = 0;
+    for (int i = 0; i < ns; i++) {
+        const size_t w = gemm_work_size(shapes[i].M, shapes[i].N, shapes[i].K);
+        maxW = w > maxW ? w : maxW;
+    }
     const size_t max_samples = c->o->small ? maxC : GEMM_SAMPLES + 4;
     gemm_bufs b = { 0 };
     b.hA = malloc(maxA * 2), b.hB = malloc(maxB * 2), b.hC = malloc(maxC * 2);
@@ -272,6 +282,8 @@ ai_status ladder_gemm(ladder_ctx *c, ai_err *err)
     if (e == cudaSuccess) e = cudaMalloc(&b.dB, maxB * 2);
     if (e == cudaSuccess) e = cudaMalloc(&b.dC, maxC * 2);
     if (e == cudaSuccess) e = cudaMalloc(&b.lt.work, LT_WORK);
+    if (e == cudaSuccess && maxW) e = cudaMalloc(&b.dW, maxW);
+    b.w_size = b.dW ? maxW : 0;
     if (e != cudaSuccess) st = ai_err_set(err, AI_ERR_NOMEM, "gemm buffers: %s", cudaGetErrorString(e));
     bool have_lt = false;
     if (st == AI_OK) {
@@ -282,7 +294,7 @@ ai_status ladder_gemm(ladder_ctx *c, ai_err *err)
     double best_rate[GEMM_SLOW_VERSIONS] = { 0 }; /* FLOP/s, for the skip rule */
     for (int i = 0; i < ns && st == AI_OK; i++) st = gemm_shape(c, shapes[i].M, shapes[i].N, shapes[i].K, &b, best_rate, err);
     if (have_lt) cublasLtDestroy(b.lt.lt);
-    cudaFree(b.dA), cudaFree(b.dB), cudaFree(b.dC), cudaFree(b.lt.work);
+    cudaFree(b.dA), cudaFree(b.dB), cudaFree(b.dC), cudaFree(b.lt.work), cudaFree(b.dW);
     free(b.hA), free(b.hB), free(b.hC), free(b.si), free(b.sj), free(b.ref), free(b.mag);
     return st;
 }

@@ -11,6 +11,13 @@
  * of v9 (more than the H200's 132 SMs: the persistent loop takes a second tile) and 3 k-blocks;
  * for v10 that is 5 x 17 = 85 tile pairs on 66 clusters, the last pair's second tile row past M;
  * 200x520x264 has 5 k-blocks (v8/v9's 4-stage ring wraps, mbarrier parity flips).
+ * Stream-K (v11, v12; W = 132 CTAs or 66 clusters on an H200): 1100x4104x136 runs 132 whole tiles
+ * then 21 tiles' 63 k-blocks over 15 workers (ranges longer than a tile: whole-tile segments between
+ * partial ones); 1100x4104x512 runs 132 whole tiles then 21 tiles x 8 k-blocks over 42 workers of
+ * 4 k-blocks (2 contributors per tile; v12: 85 pairs = 66 whole + 19 split); 1x520x2048 is all
+ * stream-K (3 tiles x 32 k-blocks over 24 workers: 8 contributors per tile, rows past M skipped);
+ * small shapes (1 tile, 1..3 k-blocks) run with a single worker. The scratch buffer is filled with
+ * 0xFF before the first call (no version may rely on zeroed scratch) and reused by the second.
  * Also: two calls give the same bits (deterministic, no race); bad arguments are refused without a
  * launch; the driver (ladder_run "gemm", small) runs end to end with every row ok and a cuBLASLt
  * reference time, and its cuBLASLt output passes the same check (ladder_gemm fails otherwise).
@@ -51,16 +58,19 @@ static int gemm_case(int M, int N, int K, uint64_t *seed)
             for (int j = 0; j < N; j++) rr[j] += x * br[j], mr[j] += fabs(x * br[j]);
         }
     void *dA = cuda_test_dup(a16, nA * 2), *dB = cuda_test_dup(b16, nB * 2), *dC = cuda_test_dup(NULL, nC * 2);
+    const size_t w_size = gemm_work_size(M, N, K);
+    void *dW = w_size ? cuda_test_dup(NULL, w_size) : NULL;
+    if (dW) CUDA_OK(cudaMemset(dW, 0xFF, w_size)); /* garbage scratch: versions must not rely on zeros */
     for (int v = 0; v < gemm_n_versions; v++) {
         const gemm_version *gv = &gemm_versions[v];
         if (!gemm_version_accepts(gv, dA, dB, dC, M, N, K)) {
             if (!gv->align8) fail_msg("gemm %s refuses %dx%dx%d", gv->name, M, N, K);
-            assert_int_not_equal(gv->fn(NULL, dA, dB, dC, M, N, K, NULL, 0), 0);
+            assert_int_not_equal(gv->fn(NULL, dA, dB, dC, M, N, K, dW, w_size), 0);
             continue;
         }
         for (int call = 0; call < 2; call++) {
             CUDA_OK(cudaMemset(dC, 0xFF, nC * 2));
-            int rc = gv->fn(NULL, dA, dB, dC, M, N, K, NULL, 0);
+            int rc = gv->fn(NULL, dA, dB, dC, M, N, K, dW, w_size);
             if (rc == 0) rc = (int)cudaDeviceSynchronize();
             if (rc != 0) fail_msg("gemm %s %dx%dx%d: %s", gv->name, M, N, K, cudaGetErrorString((cudaError_t)rc));
             cuda_test_get(call ? c16b : c16, dC, nC * 2);
@@ -90,6 +100,7 @@ static int gemm_case(int M, int N, int K, uint64_t *seed)
     CUDA_OK(cudaFree(dA));
     CUDA_OK(cudaFree(dB));
     CUDA_OK(cudaFree(dC));
+    if (dW) CUDA_OK(cudaFree(dW));
     free(a), free(b), free(a16), free(b16), free(c16), free(c16b), free(ref), free(mag);
     return bad;
 }
@@ -99,8 +110,9 @@ static void test_gemm_versions(void **state)
     (void)state;
     CUDA_TEST_REQUIRE();
     uint64_t seed = 0x6E6D;
-    static const int aligned[][3] = { { 1, 72, 40 },   { 67, 136, 104 },  { 130, 264, 136 },
-                                      { 200, 520, 264 }, { 1100, 4104, 136 }, { 16, 8, 8 } };
+    static const int aligned[][3] = { { 1, 72, 40 },      { 67, 136, 104 },   { 130, 264, 136 },
+                                      { 200, 520, 264 },  { 1100, 4104, 136 }, { 16, 8, 8 },
+                                      { 1, 520, 2048 },   { 1100, 4104, 512 } };
     int bad = 0;
     for (size_t i = 0; i < sizeof aligned / sizeof *aligned; i++)
         bad += gemm_case(aligned[i][0], aligned[i][1], aligned[i][2], &seed);

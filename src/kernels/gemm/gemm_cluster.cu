@@ -22,11 +22,18 @@ __device__ __forceinline__ void cluster_sync()
 {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-/* Arrive on the mbarrier at the same shared-memory offset in CTA `rank` of the cluster. */
+/* Arrive on the mbarrier at the same shared-memory offset in CTA `rank` of the cluster.
+ * Default semantics (release at CTA scope), deliberately not `.release.cluster`: ptxas lowers the
+ * cluster-scope release to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before the remote arrive, a full GPU
+ * fence that waits for every outstanding memory operation of the thread (the previous tile's C
+ * stores included) once per k-block per consumer warp. That fence was v10's round-1 slowdown
+ * (0.53x of cuBLASLt vs v9's 0.93x, and 2x slower than v9 even at M = 1). No fence is needed:
+ * the arrival only says "this warp's wgmmas have finished reading the stage" (wgmma.wait_group
+ * already guarantees that), and the peer's TMA write that follows is ordered by the barrier. */
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *b, unsigned rank)
 {
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(sm(b)),
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(sm(b)),
                  "r"(rank)
                  : "memory");
 }
@@ -60,7 +67,12 @@ __device__ __forceinline__ void pair_coords(int p, int pairs_m, int tiles_n, int
  * barrier of both CTAs (16 arrivals per phase), and each `full` barrier counts 48 KiB from two
  * producers. Both CTAs walk the same pair sequence; a CTA whose tile row is past M still loads
  * and multicasts (zeros for A) and stores nothing. Cluster barriers after the barrier set-up and
- * before exit keep a CTA from being written or signalled by its peer after it is gone. */
+ * before exit keep a CTA from being written or signalled by its peer after it is gone.
+ * Round 2 (measured 0.53x of cuBLASLt, slower than v9 at every shape, 2x even at M = 1 where the
+ * tensor cores idle): the remote arrival carried `.release.cluster`, which ptxas turns into a
+ * MEMBAR.ALL.GPU in every consumer warp on every k-block (see mbar_arrive_cluster); now a plain
+ * remote arrive. The grid is sized by cudaOccupancyMaxActiveClusters (gemm_persistent_ctas) so no
+ * cluster waits for a second wave. */
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1)
     gemm_v10_cluster_mc(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, gbf *C,
                         int M, int N, int K)
@@ -142,15 +154,13 @@ int gemm_run_v10(GEMM_RUN_ARGS)
 {
     if (int e = gemm_check(A, B, C, M, N, K, true)) return e;
     CUtensorMap ta, tb;
-    int dev = 0, sms = 0;
+    int ctas = 0;
     cudaError_t e = tmap_2d(&ta, A, M, K, BM);
     if (e == cudaSuccess) e = tmap_2d(&tb, B, K, N, BK);
-    if (e == cudaSuccess) e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(gemm_v10_cluster_mc, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (e == cudaSuccess) e = gemm_persistent_ctas(gemm_v10_cluster_mc, SMEM, 2, false, &ctas);
     if (e != cudaSuccess) return (int)e;
     const int pairs = gemm_cdiv(gemm_cdiv(M, BM), 2) * gemm_cdiv(N, BN);
-    const int clusters = pairs < sms / 2 ? pairs : sms / 2;
+    const int clusters = pairs < ctas / 2 ? pairs : ctas / 2;
     gemm_v10_cluster_mc<<<2 * clusters, 384, SMEM, (cudaStream_t)stream>>>(ta, tb, (gbf *)C, M, N, K);
     return (int)cudaGetLastError();
 }

@@ -95,6 +95,40 @@ __device__ __forceinline__ void store_acc(const float *d, gbf *C, int M, int N, 
 
 // ---- host ---------------------------------------------------------------------------------------
 
+/* How many CTAs of `kernel` (384 threads, smem bytes of dynamic shared memory, cluster size
+ * `cluster`: compile-time (__cluster_dims__) unless launch_attr, then given at launch as
+ * cudaLaunchAttributeClusterDimension) can be resident at once: the persistent grid. For clusters this asks
+ * cudaOccupancyMaxActiveClusters instead of assuming SMs / cluster: a cluster's CTAs must sit in
+ * one GPC, and a grid with more clusters than fit runs the extra ones as a second wave after the
+ * first ones finish their whole tile list (a persistent kernel's worst case: twice the time). */
+template <typename F>
+static inline cudaError_t gemm_persistent_ctas(F *kernel, int smem, int cluster, bool launch_attr, int *ctas)
+{
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    *ctas = sms;
+    if (cluster == 1) return cudaSuccess;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(sms / cluster * cluster));
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cudaLaunchAttribute at[1];
+    if (launch_attr) {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)cluster, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 1;
+    }
+    int n = 0;
+    e = cudaOccupancyMaxActiveClusters(&n, (void *)kernel, &cfg);
+    if (e != cudaSuccess) return e;
+    if (n < 1) return cudaErrorNotSupported;
+    *ctas = (n * cluster < sms ? n : sms / cluster) * cluster;
+    return cudaSuccess;
+}
+
 /* A 2D tensor map over a row-major bf16 matrix (rows x cols), box (box_rows x 64 columns), 128-byte
  * swizzle, zero fill outside. */
 static inline cudaError_t tmap_2d(CUtensorMap *m, const void *base, int rows, int cols, int box_rows)
