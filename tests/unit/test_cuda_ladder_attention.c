@@ -8,9 +8,15 @@
  *   forward   per query row, max_c |o_c - ref_c| / max_c |ref_c| <= 2e-2 (bf16 output rounding is
  *             2^-9 relative; v3 and the baseline also round P to bf16 before P V, a few 1e-3);
  *             lse: |lse - ref| <= 2e-2 * max(1, |ref|) (fp32 math, exp2 approximations ~1e-6).
- *   backward  dQ, dK, dV per row as above, <= 2e-2 against the double reference (both versions keep
- *             P and dS in fp32; O and lse come from v3, bf16 O perturbs D = rowsum(dO * O) by ~2^-9),
- *             and v3_fa2_bwd against v1_naive_bwd on the same inputs, <= 2e-2.
+ *   backward  dQ, dK, dV per head: max |g - ref| / max |ref| over the whole head, <= 1e-2 against the
+ *             double reference, and v3_fa2_bwd against v1_naive_bwd on the same inputs, <= 1e-2.
+ *             Not per row: a gradient row can be exactly 0 (causal dQ row 0: P = 1 on key 0, so
+ *             dS = P (dP - D) = 0) or nearly cancel (rows with few keys, peaked P: dP_j - D ~ 0), and
+ *             there fp32 rounding of dP - D (~1e-7 of |dP|) and the bf16 O in D (~2^-9 of |dO.O|)
+ *             are absolute errors: relative to a row of size 0 they are unbounded (the 8e22 of round
+ *             1) and relative to a cancelling row they reach 3-4e-2 (CPU emulation of v3_fa2_bwd's fp32
+ *             math at s 65 d 128 causal: rows 1, 2, 64), while head-relative they stay <= 3.4e-3
+ *             (bf16 output rounding, 2^-9, plus that noise) at every test and ladder shape.
  *   v3 forward and v3 backward give the same bits on a second call (no atomics: a difference is a race).
  * v3_backend (the backend's prefill through cuk_attention) is held to the same bounds on causal shapes
  * (its f16 K/V hold the bf16 inputs to within 6e-8 absolute: only f16 subnormals round) and must
@@ -29,6 +35,7 @@
 #include "kernels/ladder.h"
 
 #define TOL 2e-2
+#define TOL_GRAD 1e-2
 
 typedef struct shp {
     int b, h, s, d, causal;
@@ -104,13 +111,31 @@ static double rows_err(const uint16_t *x, const double *ref, size_t n_rows, int 
     return worst;
 }
 
-/* Same as rows_err with a bf16 reference (the naive backward's output). */
-static double rows_err16(const uint16_t *x, const uint16_t *ref, size_t n_rows, int d)
+/* Gradients: worst over the n_heads heads (hs elements each) of max |x - ref| / max |ref| (NaN: INFINITY). */
+static double heads_err(const uint16_t *x, const double *ref, int n_heads, size_t hs)
 {
-    double *r = malloc(n_rows * d * sizeof *r);
+    double worst = 0;
+    for (int z = 0; z < n_heads; z++) {
+        double num = 0, den = 0;
+        for (size_t i = (size_t)z * hs; i < (size_t)(z + 1) * hs; i++) {
+            const double g = bf(x[i]);
+            if (isnan(g)) return INFINITY;
+            num = fmax(num, fabs(g - ref[i]));
+            den = fmax(den, fabs(ref[i]));
+        }
+        const double e = num / (den > 1e-30 ? den : 1e-30);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/* Same as heads_err with a bf16 reference (the naive backward's output). */
+static double heads_err16(const uint16_t *x, const uint16_t *ref, int n_heads, size_t hs)
+{
+    double *r = malloc((size_t)n_heads * hs * sizeof *r);
     assert_non_null(r);
-    for (size_t i = 0; i < n_rows * d; i++) r[i] = bf(ref[i]);
-    const double e = rows_err(x, r, n_rows, d);
+    for (size_t i = 0; i < (size_t)n_heads * hs; i++) r[i] = bf(ref[i]);
+    const double e = heads_err(x, r, n_heads, hs);
     free(r);
     return e;
 }
@@ -203,14 +228,15 @@ static void attn_case(shp sh, uint64_t *seed)
         if (rc) fail_msg("%s s%d d%d: %s", av->name, sh.s, sh.d, cudaGetErrorString((cudaError_t)rc));
         for (int t = 0; t < 3; t++) {
             cuda_test_get(out, grads[t], n * 2);
-            const double e = rows_err(out, rg + (size_t)t * n, nr, sh.d);
-            if (!(e <= TOL))
+            const double e = heads_err(out, rg + (size_t)t * n, bh, hs);
+            if (!(e <= TOL_GRAD))
                 fail_msg("%s b%d h%d s%d d%d causal %d: %s error %.3g > %.3g", av->name, sh.b, sh.h, sh.s, sh.d,
-                         sh.causal, gname[t], e, TOL);
+                         sh.causal, gname[t], e, TOL_GRAD);
             if (!strcmp(av->name, "v1_naive_bwd")) memcpy(naive[t], out, n * 2);
             else if (!strcmp(av->name, "v3_fa2_bwd")) {
-                const double en = rows_err16(out, naive[t], nr, sh.d);
-                if (!(en <= TOL)) fail_msg("v3_fa2_bwd s%d d%d: %s differs from v1_naive_bwd by %.3g", sh.s, sh.d, gname[t], en);
+                const double en = heads_err16(out, naive[t], bh, hs);
+                if (!(en <= TOL_GRAD))
+                    fail_msg("v3_fa2_bwd s%d d%d: %s differs from v1_naive_bwd by %.3g", sh.s, sh.d, gname[t], en);
             }
         }
         if (!strcmp(av->name, "v3_fa2_bwd")) { /* deterministic */
