@@ -1,6 +1,7 @@
 /* test_cuda_ladder_attention.c - every version of the attention ladder (src/kernels/attention/) and its
  * cuBLASLt baseline against a CPU reference computed in double on the bf16-rounded inputs, at tiny
- * odd shapes (s = 1, 65, 77, 130, 200: not multiples of the 32 / 64-row tiles), causal and not,
+ * odd shapes (s = 1, 65, 77, 130, 200, 520, 700, 1000: not multiples of the 32 / 64 / 128-row tiles,
+ * the last three longer than v4's K/V ring), causal and not,
  * d = 64 and 128, outputs poisoned (0xFF bytes = NaN) so an element a kernel forgot fails.
  *
  * Inputs: Q, K uniform in [-2, 2) (peaked softmax rows), V, dO in [-1, 1); scale 1 / sqrt(d).
@@ -20,7 +21,8 @@
  *   v3 forward and v3 backward give the same bits on a second call (no atomics: a difference is a race).
  * v3_backend (the backend's prefill through cuk_attention) is held to the same bounds on causal shapes
  * (its f16 K/V hold the bf16 inputs to within 6e-8 absolute: only f16 subnormals round) and must
- * refuse the others with cudaErrorNotSupported.
+ * refuse the others with cudaErrorNotSupported. v4_fa3_wgmma: the forward bounds (O and lse), and
+ * the same bits on a second call.
  * Also: bad arguments are refused without a launch, and the ladder driver (small) reports every row ok.
  */
 #include <math.h>
@@ -216,6 +218,20 @@ static void attn_case(shp sh, uint64_t *seed)
     assert_int_equal(v3->fn(NULL, &a), 0);
     cuda_test_get(again, a.o, n * 2);
     if (memcmp(out, again, n * 2)) fail_msg("v3_fa2_mma s%d d%d: two calls differ (race?)", sh.s, sh.d);
+    { /* v4 (TMA / mbarrier pipeline) twice: the same bits; then v3 again for the backward's O and lse */
+        const attn_version *v4 = find("v4_fa3_wgmma");
+        uint16_t *v4o = malloc(n * 2);
+        assert_non_null(v4o);
+        assert_int_equal(v4->fn(NULL, &a), 0);
+        cuda_test_get(v4o, a.o, n * 2);
+        assert_int_equal(v4->fn(NULL, &a), 0);
+        cuda_test_get(again, a.o, n * 2);
+        if (memcmp(v4o, again, n * 2)) fail_msg("v4_fa3_wgmma s%d d%d: two calls differ (race?)", sh.s, sh.d);
+        free(v4o);
+        assert_int_equal(v3->fn(NULL, &a), 0);
+        cuda_test_get(again, a.o, n * 2);
+        if (memcmp(out, again, n * 2)) fail_msg("v3_fa2_mma s%d d%d: third call differs", sh.s, sh.d);
+    }
 
     /* backward: each version against the double reference; v3 against v1 */
     void *grads[3] = { a.dq, a.dk, a.dv };
@@ -261,6 +277,8 @@ static void test_attention_versions(void **state)
     const shp shapes[] = {
         { 1, 2, 1, 64, 1 },   { 1, 3, 77, 64, 1 },  { 2, 2, 130, 128, 0 }, { 1, 1, 65, 128, 1 },
         { 1, 2, 200, 64, 0 }, { 1, 1, 129, 128, 1 }, { 2, 1, 64, 64, 0 },
+        /* more key tiles than v4's K/V stages (2 at d 128, 4 at d 64): the ring wraps, phases flip */
+        { 1, 2, 700, 128, 1 }, { 1, 1, 1000, 64, 0 }, { 2, 1, 520, 128, 0 },
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) attn_case(shapes[i], &seed);
 }
