@@ -1,7 +1,8 @@
-/* attn_fa3.cu - v4: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V by TMA
- * into a multi-stage shared-memory ring guarded by mbarriers, a producer warpgroup, and the softmax of
- * one key tile overlapped with the P V wgmma of the previous one. bf16 (b, h, s, d) in and out, d = 64
- * or 128, any s, causal or not; writes lse (same contract as v3, attention.h).
+/* attn_fa3.cu - v4 / v4b: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
+ * by TMA into a multi-stage shared-memory ring guarded by mbarriers, a producer warp, and the softmax
+ * of one key tile overlapped with the P V wgmma of the previous one; v4b adds the ping-pong between
+ * the two consumer warpgroups. bf16 (b, h, s, d) in and out, d = 64 or 128, any s, causal or not;
+ * writes lse (same contract as v3, attention.h).
  *
  * Why faster than v3 (mma.sync, 283 TFLOP/s at b4h32 s4096 d128 causal on the H200):
  *  - wgmma (HGMMA) runs a 64 x N x 16 product per warpgroup instruction at about twice mma.sync's
@@ -9,9 +10,10 @@
  *    (the GEMM ladder went 327 -> 498 TFLOP/s from v7 to v8 on the same change).
  *  - TMA: one thread issues each K / V tile (d/64 boxes of 128 rows x 128 bytes, 128-byte swizzle,
  *    the layout wgmma reads conflict-free) and the bytes complete on an mbarrier; the 256 consumer
- *    threads spend no issue slots or registers on loads. Warp specialisation: warpgroup 0 produces
- *    (setmaxnreg: 40 registers per thread), warpgroups 1 and 2 consume (232 each, room for the S,
- *    P and O fragments of 64 rows x 128 keys x d = 128 without spilling).
+ *    threads spend no issue slots or registers on loads. Warp specialisation: warps 0-7 are two
+ *    consumer warpgroups, warp 8 the producer (288 threads; __maxnreg__(224): ptxas allocates the
+ *    S, P and O fragments of 64 rows x 128 keys x d = 128 without spilling, 202 registers at d = 128,
+ *    160 at d = 64, and 288 x 224 fits the register file).
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
  *    __syncthreads in the loop). d = 128: 2 stages of 64 KiB, d = 64: 4 stages of 32 KiB.
@@ -21,6 +23,10 @@
  *    it waits for that, rescales O and releases the stage. The two consumer warpgroups (64 query rows
  *    each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
  *    matmuls is mostly hidden behind wgmma.
+ *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
+ *    pass the turn), so one group's softmax runs while the tensor core works on the other's block.
+ *    v4 lets the two groups' wgmmas interleave freely; the pair of rows measures what the ordering
+ *    is worth.
  *  - P goes from the S accumulators to the P V wgmma's A operand in registers: the wgmma accumulator
  *    layout of 16 rows x 16 keys is exactly the m16n8k16 A fragment (bf16 packing only).
  *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first, and
@@ -49,7 +55,7 @@ template <int D> struct fa3_cfg {
     static constexpr int Q_BYTES = FA3_BM * D * 2;          /* D/64 boxes of BM rows x 128 bytes */
     static constexpr int KV_BYTES = FA3_BN * D * 2;         /* one K (or V) tile: D/64 boxes of BN rows */
     static constexpr int BAR_OFF = Q_BYTES + 2 * NS * KV_BYTES;
-    static constexpr int SMEM = BAR_OFF + (1 + 3 * NS) * 8 + 1024; /* + barriers + alignment slack */
+    static constexpr int SMEM = BAR_OFF + (3 + 3 * NS) * 8 + 1024; /* + barriers + alignment slack */
 };
 
 /* Pins register values at this point of the instruction stream: reads of wgmma results cannot move
@@ -133,7 +139,7 @@ template <int D>
 __global__ void __maxnreg__(224)
     attn_fa3_fwd(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, gbf *__restrict__ O, float *__restrict__ lse, int s_len,
-                 float scale2, int causal)
+                 float scale2, int causal, int pingpong)
 {
     typedef fa3_cfg<D> C;
     constexpr int NS = C::NS, KB = D / 64; /* 64-column boxes per row */
@@ -141,7 +147,7 @@ __global__ void __maxnreg__(224)
     unsigned char *smem = smem_base(fa3_raw);
     unsigned char *Qs = smem, *Ks = smem + C::Q_BYTES, *Vs = Ks + NS * C::KV_BYTES;
     uint64_t *qbar = (uint64_t *)(smem + C::BAR_OFF), *full_k = qbar + 1, *full_v = full_k + NS,
-             *empty = full_v + NS;
+             *empty = full_v + NS, *turn = empty + NS;
     const int tid = threadIdx.x, wg = tid / 128;
     const int qt = gridDim.x - 1 - blockIdx.x; /* heaviest causal tiles first */
     const int row0 = qt * FA3_BM, z = blockIdx.y;
@@ -152,6 +158,7 @@ __global__ void __maxnreg__(224)
     if (tid == 0) {
         mbar_init(qbar, 1);
         for (int i = 0; i < NS; i++) mbar_init(&full_k[i], 1), mbar_init(&full_v[i], 1), mbar_init(&empty[i], 8);
+        mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncthreads();
@@ -210,6 +217,22 @@ __global__ void __maxnreg__(224)
         wgmma_commit();
     };
 
+    /* Ping-pong (pingpong = 1): the two warpgroups take turns issuing their wgmma blocks (S_j and
+     * P_{j-1} V_{j-1}), so the tensor core runs one group's block while the other does its softmax,
+     * instead of both groups' wgmmas interleaving and both softmaxes waiting for both blocks. turn[w]
+     * completes a phase when the other group's 4 warps have issued a block; group 1 opens the first
+     * phase of turn[0]. Both groups issue n_kt + 1 blocks; the last arrival on turn[0] is unmatched
+     * (harmless). mbarriers rather than named barriers: a broken count traps in mbar_wait, no hang. */
+    int n_turn = 0;
+    auto turn_wait = [&]() {
+        if (pingpong) mbar_wait(&turn[cw], n_turn & 1);
+    };
+    auto turn_pass = [&]() {
+        if (pingpong && lane == 0) mbar_arrive(&turn[cw ^ 1]);
+        n_turn++;
+    };
+    if (pingpong && cw == 1 && lane == 0) mbar_arrive(&turn[0]);
+
     float o[D / 2], sacc[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.f, 0.f }, c[2];
     uint32_t p[FA3_BN / 16][4];
 #pragma unroll
@@ -219,7 +242,9 @@ __global__ void __maxnreg__(224)
 
     mbar_wait(qbar, 0);
     mbar_wait(&full_k[0], 0);
+    turn_wait();
     issue_s(sacc, 0);
+    turn_pass();
     wgmma_wait<0>();
     fa3_pin<64>(sacc);
     fa3_softmax(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0));
@@ -233,9 +258,11 @@ __global__ void __maxnreg__(224)
         fa3_pin<64>(sacc);
         fa3_pin<D / 2>(o);
         fa3_pin<FA3_BN / 4>(&p[0][0]);
-        issue_s(sacc, st);
         mbar_wait(&full_v[pst], ((j - 1) / NS) & 1);
+        turn_wait();
+        issue_s(sacc, st);
         issue_pv(o, p, pst);
+        turn_pass();
         wgmma_wait<1>(); /* S_j done; P_{j-1} V_{j-1} may still run */
         fa3_pin<64>(sacc);
         fa3_softmax(sacc, m, l, c, scale2, j * FA3_BN, grow0, s_len, causal, need_mask(j));
@@ -257,7 +284,9 @@ __global__ void __maxnreg__(224)
         mbar_wait(&full_v[pst], ((n_kt - 1) / NS) & 1);
         fa3_pin<D / 2>(o);
         fa3_pin<FA3_BN / 4>(&p[0][0]);
+        turn_wait();
         issue_pv(o, p, pst);
+        turn_pass();
         wgmma_wait<0>();
         fa3_pin<D / 2>(o);
         fa3_pin<FA3_BN / 4>(&p[0][0]);
@@ -284,7 +313,7 @@ __global__ void __maxnreg__(224)
     }
 }
 
-template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a)
+template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
 {
     const int64_t rows = (int64_t)a->b * a->h * a->s;
     if (rows > INT_MAX || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
@@ -298,12 +327,16 @@ template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a)
     if (e != cudaSuccess) return (int)e;
     dim3 grid((unsigned)attn_cdiv(a->s, FA3_BM), (unsigned)(a->b * a->h));
     attn_fa3_fwd<D><<<grid, FA3_THREADS, fa3_cfg<D>::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s, a->scale * FA3_LOG2E,
-                                                         a->causal);
+                                                         a->causal, pingpong);
     return (int)cudaGetLastError();
 }
 
-int attn_v4_run(void *stream, const attn_args *a)
+static int fa3_run(void *stream, const attn_args *a, int pingpong)
 {
     if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
-    return a->d == 64 ? fa3_launch<64>((cudaStream_t)stream, a) : fa3_launch<128>((cudaStream_t)stream, a);
+    return a->d == 64 ? fa3_launch<64>((cudaStream_t)stream, a, pingpong)
+                      : fa3_launch<128>((cudaStream_t)stream, a, pingpong);
 }
+
+int attn_v4_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 0); }
+int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 1); }
