@@ -29,7 +29,8 @@
  *    is worth.
  *  - P goes from the S accumulators to the P V wgmma's A operand in registers: the wgmma accumulator
  *    layout of 16 rows x 16 keys is exactly the m16n8k16 A fragment (bf16 packing only).
- *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first, and
+ *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first over
+ *    all heads (grid (b*h, tiles): the light tiles fill the tail instead of the heavy ones), and
  *    the mask is applied only on tiles that reach past the warp's first row (or past s).
  * Rows and keys past s: the tensor maps span all b*h*s rows, so a tile may read the next head's rows
  * (or TMA zero fill past the end): those keys get -inf scores (P = 0 times finite V) and those query
@@ -149,8 +150,10 @@ __global__ void __maxnreg__(224)
     uint64_t *qbar = (uint64_t *)(smem + C::BAR_OFF), *full_k = qbar + 1, *full_v = full_k + NS,
              *empty = full_v + NS, *turn = empty + NS;
     const int tid = threadIdx.x, wg = tid / 128;
-    const int qt = gridDim.x - 1 - blockIdx.x; /* heaviest causal tiles first */
-    const int row0 = qt * FA3_BM, z = blockIdx.y;
+    /* grid (b*h, query tiles): x runs fastest, so every head's heaviest causal tile is issued before
+     * any head's next one (v3's (tiles, b*h) grid only orders the tiles within a head) */
+    const int qt = gridDim.y - 1 - blockIdx.y;
+    const int row0 = qt * FA3_BM, z = blockIdx.x;
     const int hrow = z * s_len; /* the head's first row in the (b*h*s, D) tensor maps */
     const int kv_len = causal ? min(s_len, row0 + FA3_BM) : s_len;
     const int n_kt = (kv_len + FA3_BN - 1) / FA3_BN;
@@ -316,7 +319,7 @@ __global__ void __maxnreg__(224)
 template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
 {
     const int64_t rows = (int64_t)a->b * a->h * a->s;
-    if (rows > INT_MAX || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
+    if (rows > INT_MAX || attn_cdiv(a->s, FA3_BM) > 65535 || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
         return (int)cudaErrorNotSupported;
     CUtensorMap tq, tk, tv;
     cudaError_t e = tmap_2d(&tq, a->q, (int)rows, D, FA3_BM);
@@ -325,7 +328,7 @@ template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int 
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_fa3_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa3_cfg<D>::SMEM);
     if (e != cudaSuccess) return (int)e;
-    dim3 grid((unsigned)attn_cdiv(a->s, FA3_BM), (unsigned)(a->b * a->h));
+    dim3 grid((unsigned)(a->b * a->h), (unsigned)attn_cdiv(a->s, FA3_BM));
     attn_fa3_fwd<D><<<grid, FA3_THREADS, fa3_cfg<D>::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s, a->scale * FA3_LOG2E,
                                                          a->causal, pingpong);
     return (int)cudaGetLastError();
