@@ -12,8 +12,8 @@
  *    the layout wgmma reads conflict-free) and the bytes complete on an mbarrier; the 256 consumer
  *    threads spend no issue slots or registers on loads. Warp specialisation: warps 0-7 are two
  *    consumer warpgroups, warp 8 the producer (288 threads; __maxnreg__(224): ptxas allocates the
- *    S, P and O fragments of 64 rows x 128 keys x d = 128 without spilling, 202 registers at d = 128,
- *    160 at d = 64, and 288 x 224 fits the register file).
+ *    S, P and O fragments of 64 rows x 128 keys x d = 128 without spilling, 205 registers at d = 128,
+ *    164 at d = 64, and 288 x 224 fits the register file).
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
  *    __syncthreads in the loop). d = 128: 2 stages of 64 KiB, d = 64: 4 stages of 32 KiB.
@@ -72,6 +72,16 @@ template <int N> static __device__ __forceinline__ void fa3_pin(uint32_t *x)
     for (int i = 0; i < N; i++) asm volatile("" : "+r"(x[i])::"memory");
 }
 
+/* 2^x, MUFU.EX2 alone: exp2f without -ftz adds a denormal range fix-up (compare, 2 multiplies) to
+ * every call, and the softmax makes 64 calls per thread per tile; P below 2^-126 flushing to 0 is
+ * harmless (it is rounded to bf16 for P V anyway). */
+static __device__ __forceinline__ float fa3_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 static __device__ __forceinline__ uint32_t fa3_pack(float lo, float hi)
 {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -111,14 +121,14 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         mx[r] = fmaxf(m[r], mx[r] * scale2); /* scale2 > 0: the max commutes with the scaling */
         ms[r] = mx[r] == -INFINITY ? 0.f : mx[r]; /* nothing visible yet: exp2(-inf) = 0 below */
-        c[r] = exp2f(m[r] - ms[r]);
+        c[r] = fa3_ex2(m[r] - ms[r]);
         m[r] = mx[r];
         l[r] *= c[r];
     }
 #pragma unroll
     for (int j = 0; j < 16; j++) {
 #pragma unroll
-        for (int e = 0; e < 4; e++) s[4 * j + e] = exp2f(fmaf(s[4 * j + e], scale2, -ms[e >> 1]));
+        for (int e = 0; e < 4; e++) s[4 * j + e] = fa3_ex2(fmaf(s[4 * j + e], scale2, -ms[e >> 1]));
         l[0] += s[4 * j] + s[4 * j + 1];
         l[1] += s[4 * j + 2] + s[4 * j + 3];
     }
