@@ -19,8 +19,8 @@
  *    __syncthreads in the loop). d = 128: 2 stages of 64 KiB, d = 64: 4 stages of 32 KiB.
  *  - Intra-warpgroup pipelining (FA3's algorithm 2): in iteration j a warpgroup issues S_j = Q K_j^T
  *    and O += P_{j-1} V_{j-1} back to back, waits only for S_j, and computes the softmax of S_j
- *    (max, exp2, row sums, P_j packed to bf16) while the tensor core still runs P_{j-1} V_{j-1}; then
- *    it waits for that, rescales O and releases the stage. The two consumer warpgroups (64 query rows
+ *    (max, exp2, row sums; P_j stays fp32 in the S registers) while the tensor core still runs
+ *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16. The two consumer warpgroups (64 query rows
  *    each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
  *    matmuls is mostly hidden behind wgmma.
  *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
