@@ -2,14 +2,16 @@
  * table in attention/attn_versions.cu): bf16 Q, K, V (b, h, s, d), Q and K uniform in [-2, 2) (peaked
  * softmax rows), V and dO in [-1, 1); reference in double on the bf16-rounded inputs.
  *
- * Forward rows (op "attention", versions v1..v3 and "cublas_unfused", the same-run library baseline
+ * Forward rows (op "attention", versions v1..v4 and "cublas_unfused", the same-run library baseline
  * whose time is also each row's ref_ms): error = worst over the checked rows of
  * max_c |o_c - ref_c| / max_c |ref_c| (relative to the row's max |O|), and for versions that write lse
  * also |lse - ref| / max(1, |ref|); bound 2e-2 (bf16 output rounding is 2^-9, P goes through bf16 in v3).
  * Full runs check 2 heads (first and last) x 48 rows spread over s (row 0 and s - 1 included);
  * small runs check every row. FLOPs = 4 b h s^2 d (halved when causal); bytes = Q + K + V + O once.
  * Backward rows (versions *_bwd, same op): dQ, dK, dV against a double reference on 2 heads (all
- * heads in small runs), worst per-row error as above over the three; bound 2e-2. FLOPs = 2.5 x the
+ * heads in small runs), error per head max |g - ref| / max |ref| (not per row: a gradient row can be
+ * exactly 0, causal dQ row 0, or nearly cancel, and fp32 / bf16-O rounding there is an absolute
+ * error; see the test's header for the arithmetic), worst over the three; bound 1e-2. FLOPs = 2.5 x the
  * forward's (5 GEMMs instead of 2); bytes = Q, K, V, O, dO in, dQ, dK, dV out. O and lse come from v3.
  * A version is left out (no row) where its work (S) would exceed 4 GiB, one call takes over 200 ms, or
  * it does not serve the shape (v3_backend: causal only).
@@ -24,6 +26,7 @@
 #include "kernels/ladder_internal.h"
 
 #define ATTN_TOL 2e-2
+#define ATTN_TOL_GRAD 1e-2
 #define ATTN_MAX_S_BYTES ((double)(4ull << 30))
 #define ATTN_MAX_CALL_MS 200.0
 #define ATTN_CHECK_ROWS 48
@@ -97,6 +100,19 @@ static double row_err(const uint16_t *g, const double *r, int d)
         if (isnan(x)) return NAN;
         num = fmax(num, fabs(x - r[c]));
         den = fmax(den, fabs(r[c]));
+    }
+    return num / (den > 1e-30 ? den : 1e-30);
+}
+
+/* max_i |g_i - r_i| / max_i |r_i| over one head's n elements (NaN in g: NaN). */
+static double head_err(const uint16_t *g, const double *r, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = bfd(g[i]);
+        if (isnan(x)) return NAN;
+        num = fmax(num, fabs(x - r[i]));
+        den = fmax(den, fabs(r[i]));
     }
     return num / (den > 1e-30 ? den : 1e-30);
 }
@@ -347,9 +363,9 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
     if (e == cudaSuccess) e = cudaMemcpy(b.dg, b.hg, n * 2, cudaMemcpyHostToDevice);
     a.q = b.dq, a.k = b.dk, a.v = b.dv, a.o = b.dO, a.lse = b.dlse, a.dout = b.dg;
     a.dq = b.ddq, a.dk = b.ddk, a.dv = b.ddv, a.work = b.work, a.work_size = work;
-    const attn_version *fwd = NULL; /* the fastest forward with lse (the table's last) gives O and lse */
+    const attn_version *fwd = NULL; /* v3 gives O and lse (checked on its own rows; v4 stays out of the backward's inputs) */
     for (int v = 0; v < attn_n_versions; v++)
-        if (!attn_versions[v].bwd && attn_versions[v].lse && !attn_versions[v].work_size(&a)) fwd = &attn_versions[v];
+        if (!strcmp(attn_versions[v].name, "v3_fa2_mma")) fwd = &attn_versions[v];
     if (e == cudaSuccess) e = fwd ? (cudaError_t)fwd->fn(c->s, &a) : cudaErrorNotSupported;
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
     if (e != cudaSuccess) {
@@ -393,10 +409,8 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
             for (int hi = 0; hi < n_heads; hi++) {
                 const size_t hb = (size_t)(all ? hi : hi * (bh - 1)) * hs;
                 const double *r3 = ref + ((size_t)hi * 3 + t) * hs;
-                for (int i = 0; i < s; i++) {
-                    const double er = row_err(b.hout + hb + (size_t)i * d, r3 + (size_t)i * d, d);
-                    worst = isnan(er) || isnan(worst) ? NAN : fmax(worst, er);
-                }
+                const double er = head_err(b.hout + hb, r3, hs);
+                worst = isnan(er) || isnan(worst) ? NAN : fmax(worst, er);
             }
         }
         if (st != AI_OK) break;
@@ -406,7 +420,7 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
             break;
         }
         r->err = worst;
-        r->tol = ATTN_TOL;
+        r->tol = ATTN_TOL_GRAD;
         r->bytes = 8.0 * (double)n * 2 + (double)nr * 4;
         r->flops = 2.5 * fwd_flops(sh);
         st = ladder_time(c, attn_call_run, &ac, &r->ms, err);

@@ -12,31 +12,12 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/attention/attention.h"
+#include "kernels/attention/attn_args.h"
 
 #define ATTN_LOG2E 1.4426950408889634f
 #define ATTN_LN2 0.6931471805599453f
 
 typedef __nv_bfloat16 bf16;
-
-static inline int64_t attn_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Elements of one (b, h, s, d) tensor and of one (b, h, s, s) score matrix. */
-static inline size_t attn_n_qkv(const attn_args *a) { return (size_t)a->b * a->h * a->s * a->d; }
-static inline size_t attn_n_ss(const attn_args *a) { return (size_t)a->b * a->h * a->s * a->s; }
-
-/* 1 when the shape, the pointers a forward (bwd = 0) or backward version needs, and the work (sized by
- * wf after the shape is known to be valid; NULL: none) are valid. */
-static inline int attn_args_ok(const attn_args *a, int bwd, attn_work_fn wf)
-{
-    if (!a || a->b < 1 || a->h < 1 || a->s < 1 || (a->d != 64 && a->d != 128)) return 0;
-    if ((int64_t)a->b * a->h > 65535) return 0; /* grid.y / grid.z limit */
-    if (!a->q || !a->k || !a->v || !a->o) return 0;
-    if (bwd && (!a->lse || !a->dout || !a->dq || !a->dk || !a->dv)) return 0;
-    const size_t work_need = wf ? wf(a) : 0;
-    if (work_need && (!a->work || a->work_size < work_need)) return 0;
-    return 1;
-}
 
 static __device__ __forceinline__ float attn_warp_max(float v)
 {
@@ -60,5 +41,7 @@ size_t attn_vbe_work(const attn_args *a);
 int attn_vbe_run(void *s, const attn_args *a);
 size_t attn_v3b_work(const attn_args *a);
 int attn_v3b_run(void *s, const attn_args *a);
+int attn_v4_run(void *s, const attn_args *a); /* attn_fa3.cu */
+int attn_v4b_run(void *s, const attn_args *a);
 
 #endif

@@ -1,10 +1,14 @@
-/* attn_versions.cu - the attention ladder's version table (attention.h): forward v1 -> v3, backward
+/* attn_versions.cu - the attention ladder's version table (attention.h): forward v1 -> v4, backward
  * v1b -> v3b. Each kernel file's header says what its step changes and why it should be faster.
  *
  *   v1_naive       S = scale Q K^T in memory (fp32), softmax rows, O = P V: naive GEMM loops
  *   v2_fa1_tiled   FA1 style: tiles, online softmax, K/V tiles in shared memory, S never in memory
  *   v3_fa2_mma     FA2 style: query blocks in parallel, a warp per 16 rows, mma.sync bf16 for Q K^T
  *                  and P V, P kept in registers, rescale deferred to the end, causal tiles skipped
+ *   v4_fa3_wgmma   FA3 ideas on Hopper: wgmma for both matmuls (Q, K, V from shared memory, P from
+ *                  registers), TMA into a K/V ring with mbarriers, a producer warp, 2 consumer
+ *                  warpgroups x 64 rows, softmax of tile j overlapped with the P V wgmma of tile j-1
+ *   v4b_fa3_pingpong  v4 + the two warpgroups take turns issuing their wgmma blocks (FA3 ping-pong)
  *   v3_backend     the CUDA backend's FA2 prefill (f16 cache, f32 Q/O) called through cuk_attention on
  *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
  *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
@@ -21,6 +25,10 @@ extern "C" const attn_version attn_versions[] = {
       attn_v2_run },
     { "v3_fa2_mma", "FA2: warp per 16 rows, mma.sync bf16 QK^T and PV, deferred rescale, causal skip", 0, 1, no_work,
       attn_v3_run },
+    { "v4_fa3_wgmma", "FA3: wgmma QK^T and PV, TMA K/V ring + mbarriers, producer warp, softmax overlaps PV", 0, 1,
+      no_work, attn_v4_run },
+    { "v4b_fa3_pingpong", "v4 + ping-pong: the 2 consumer warpgroups take turns issuing wgmma (softmax under the other's MMA)",
+      0, 1, no_work, attn_v4b_run },
     { "v3_backend", "backend FA2 prefill via cuk_attention (f16 K/V, f32 Q/O, conversions timed), causal", 0, 0,
       attn_vbe_work, attn_vbe_run },
     { "v1_naive_bwd", "P, dP, dS as (s,s) fp32 in memory; 5 naive GEMMs", 1, 0, attn_v1b_work, attn_v1b_run },

@@ -1,0 +1,355 @@
+/* attn_fa3.cu - v4 / v4b: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
+ * by TMA into a multi-stage shared-memory ring guarded by mbarriers, a producer warp, and the softmax
+ * of one key tile overlapped with the P V wgmma of the previous one; v4b adds the ping-pong between
+ * the two consumer warpgroups. bf16 (b, h, s, d) in and out, d = 64 or 128, any s, causal or not;
+ * writes lse (same contract as v3, attention.h).
+ *
+ * Why faster than v3 (mma.sync, 283 TFLOP/s at b4h32 s4096 d128 causal on the H200):
+ *  - wgmma (HGMMA) runs a 64 x N x 16 product per warpgroup instruction at about twice mma.sync's
+ *    per-SM rate, reading Q and K straight from shared memory: no ldmatrix, no fragment address math
+ *    (the GEMM ladder went 327 -> 498 TFLOP/s from v7 to v8 on the same change).
+ *  - TMA: one thread issues each K / V tile (d/64 boxes of 128 rows x 128 bytes, 128-byte swizzle,
+ *    the layout wgmma reads conflict-free) and the bytes complete on an mbarrier; the 256 consumer
+ *    threads spend no issue slots or registers on loads. Warp specialisation: warps 0-7 are two
+ *    consumer warpgroups, warp 8 the producer (288 threads; __maxnreg__(224): ptxas allocates the
+ *    S, P and O fragments of 64 rows x 128 keys x d = 128 without spilling, 205 registers at d = 128,
+ *    164 at d = 64, and 288 x 224 fits the register file).
+ *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
+ *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
+ *    __syncthreads in the loop). d = 128: 2 stages of 64 KiB, d = 64: 4 stages of 32 KiB.
+ *  - Intra-warpgroup pipelining (FA3's algorithm 2): in iteration j a warpgroup issues S_j = Q K_j^T
+ *    and O += P_{j-1} V_{j-1} back to back, waits only for S_j, and computes the softmax of S_j
+ *    (max, exp2, row sums; P_j stays fp32 in the S registers) while the tensor core still runs
+ *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16. The two consumer warpgroups (64 query rows
+ *    each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
+ *    matmuls is mostly hidden behind wgmma.
+ *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
+ *    pass the turn), so one group's softmax runs while the tensor core works on the other's block.
+ *    v4 lets the two groups' wgmmas interleave freely; the pair of rows measures what the ordering
+ *    is worth.
+ *  - P goes from the S accumulators to the P V wgmma's A operand in registers: the wgmma accumulator
+ *    layout of 16 rows x 16 keys is exactly the m16n8k16 A fragment (bf16 packing only).
+ *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first over
+ *    all heads (grid (b*h, tiles): the light tiles fill the tail instead of the heavy ones), and
+ *    the mask is applied only on tiles that reach past the warp's first row (or past s).
+ * Rows and keys past s: the tensor maps span all b*h*s rows, so a tile may read the next head's rows
+ * (or TMA zero fill past the end): those keys get -inf scores (P = 0 times finite V) and those query
+ * rows are computed but not stored.
+ * Shared helpers (mbarriers, TMA, wgmma fence/commit/wait, descriptors, tensor maps) come from the GEMM
+ * ladder's gemm_hopper.cuh; the attention-specific wgmma shapes from attn_wgmma.cuh.
+ */
+#include <limits.h>
+#include <math.h>
+
+#include "kernels/attention/attn_args.h"
+#include "kernels/attention/attn_wgmma.cuh"
+#include "kernels/gemm/gemm_hopper.cuh"
+
+#define FA3_BM 128 /* query rows per CTA: 64 per consumer warpgroup */
+#define FA3_BN 128 /* keys per tile */
+#define FA3_THREADS 288 /* 2 consumer warpgroups + 1 producer warp */
+#define FA3_LOG2E 1.4426950408889634f
+#define FA3_LN2 0.6931471805599453f
+
+template <int D> struct fa3_cfg {
+    static constexpr int NS = D == 128 ? 2 : 4;             /* K/V stages */
+    static constexpr int Q_BYTES = FA3_BM * D * 2;          /* D/64 boxes of BM rows x 128 bytes */
+    static constexpr int KV_BYTES = FA3_BN * D * 2;         /* one K (or V) tile: D/64 boxes of BN rows */
+    static constexpr int BAR_OFF = Q_BYTES + 2 * NS * KV_BYTES;
+    static constexpr int SMEM = BAR_OFF + (3 + 3 * NS) * 8 + 1024; /* + barriers + alignment slack */
+};
+
+/* Pins register values at this point of the instruction stream: reads of wgmma results cannot move
+ * above the wgmma_wait before it, and registers an in-flight wgmma still reads stay allocated. */
+template <int N> static __device__ __forceinline__ void fa3_pin(float *x)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(x[i])::"memory");
+}
+template <int N> static __device__ __forceinline__ void fa3_pin(uint32_t *x)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(x[i])::"memory");
+}
+
+/* 2^x, MUFU.EX2 alone: exp2f without -ftz adds a denormal range fix-up (compare, 2 multiplies) to
+ * every call, and the softmax makes 64 calls per thread per tile; P below 2^-126 flushing to 0 is
+ * harmless (it is rounded to bf16 for P V anyway). */
+static __device__ __forceinline__ float fa3_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+static __device__ __forceinline__ uint32_t fa3_pack(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+/* Online softmax of one 64 x 128 score tile held as a wgmma accumulator (s: 64 floats per thread,
+ * rows r0 = 16 warp + lane / 4 and r0 + 8, keys 8 j + 2 (lane % 4) + {0, 1} in s[4j..4j+3]), in
+ * place: masks keys >= s_len and (causal) keys > row, updates the running max m (log2 domain: scale2
+ * = scale log2 e folded into one FFMA per score) and the thread-partial sums l, leaves P (fp32) in s
+ * and returns the O rescale factors c. It writes only s (the S accumulators, whose wgmma is done) and
+ * scalars: writing the P V wgmma's A registers while that wgmma is in flight makes ptxas serialise
+ * the wgmmas (C7513), so the bf16 packing (fa3_pack_p) comes after its wait. */
+static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l, float *c, float scale2, int kbase,
+                                                   int grow0, int s_len, int causal, bool need_mask)
+{
+    const int q = threadIdx.x & 3;
+    if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kbase + 8 * j + 2 * q + (e & 1), row = grow0 + (e < 2 ? 0 : 8);
+                if (key >= s_len || (causal && key > row)) s[4 * j + e] = -INFINITY;
+            }
+    }
+    float mx[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
+    float ms[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        mx[r] = fmaxf(m[r], mx[r] * scale2); /* scale2 > 0: the max commutes with the scaling */
+        ms[r] = mx[r] == -INFINITY ? 0.f : mx[r]; /* nothing visible yet: exp2(-inf) = 0 below */
+        c[r] = fa3_ex2(m[r] - ms[r]);
+        m[r] = mx[r];
+        l[r] *= c[r];
+    }
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[4 * j + e] = fa3_ex2(fmaf(s[4 * j + e], scale2, -ms[e >> 1]));
+        l[0] += s[4 * j] + s[4 * j + 1];
+        l[1] += s[4 * j + 2] + s[4 * j + 3];
+    }
+}
+
+/* P (fp32, in the S accumulator layout) -> bf16 A fragments of the P V wgmma: keys 16 kk + 2q (+8 for
+ * the odd 8-key block j) give a0 / a1 (rows r0 / r0 + 8), a2 / a3 for the upper 8 keys. */
+static __device__ __forceinline__ void fa3_pack_p(const float *s, uint32_t (*p)[4])
+{
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        p[j >> 1][(j & 1) * 2] = fa3_pack(s[4 * j], s[4 * j + 1]);
+        p[j >> 1][(j & 1) * 2 + 1] = fa3_pack(s[4 * j + 2], s[4 * j + 3]);
+    }
+}
+
+
+template <int D>
+__global__ void __maxnreg__(224)
+    attn_fa3_fwd(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                 const __grid_constant__ CUtensorMap tv, gbf *__restrict__ O, float *__restrict__ lse, int s_len,
+                 float scale2, int causal, int pingpong)
+{
+    typedef fa3_cfg<D> C;
+    constexpr int NS = C::NS, KB = D / 64; /* 64-column boxes per row */
+    extern __shared__ unsigned char fa3_raw[];
+    unsigned char *smem = smem_base(fa3_raw);
+    unsigned char *Qs = smem, *Ks = smem + C::Q_BYTES, *Vs = Ks + NS * C::KV_BYTES;
+    uint64_t *qbar = (uint64_t *)(smem + C::BAR_OFF), *full_k = qbar + 1, *full_v = full_k + NS,
+             *empty = full_v + NS, *turn = empty + NS;
+    const int tid = threadIdx.x, wg = tid / 128;
+    /* grid (b*h, query tiles): x runs fastest, so every head's heaviest causal tile is issued before
+     * any head's next one (v3's (tiles, b*h) grid only orders the tiles within a head) */
+    const int qt = gridDim.y - 1 - blockIdx.y;
+    const int row0 = qt * FA3_BM, z = blockIdx.x;
+    const int hrow = z * s_len; /* the head's first row in the (b*h*s, D) tensor maps */
+    const int kv_len = causal ? min(s_len, row0 + FA3_BM) : s_len;
+    const int n_kt = (kv_len + FA3_BN - 1) / FA3_BN;
+
+    if (tid == 0) {
+        mbar_init(qbar, 1);
+        for (int i = 0; i < NS; i++) mbar_init(&full_k[i], 1), mbar_init(&full_v[i], 1), mbar_init(&empty[i], 8);
+        mbar_init(&turn[0], 4), mbar_init(&turn[1], 4);
+        asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 2) { /* producer warp: one thread issues every TMA copy */
+        if (tid == 256) {
+            mbar_expect_tx(qbar, C::Q_BYTES);
+            for (int c = 0; c < KB; c++) tma_load(Qs + c * FA3_BM * 128, &tq, c * 64, hrow + row0, qbar);
+            for (int j = 0; j < n_kt; j++) {
+                const int st = j % NS;
+                mbar_wait(&empty[st], ((j / NS) & 1) ^ 1); /* the first round passes at once */
+                unsigned char *k = Ks + st * C::KV_BYTES, *v = Vs + st * C::KV_BYTES;
+                mbar_expect_tx(&full_k[st], C::KV_BYTES);
+                for (int c = 0; c < KB; c++) tma_load(k + c * FA3_BN * 128, &tk, c * 64, hrow + j * FA3_BN, &full_k[st]);
+                mbar_expect_tx(&full_v[st], C::KV_BYTES);
+                for (int c = 0; c < KB; c++) tma_load(v + c * FA3_BN * 128, &tv, c * 64, hrow + j * FA3_BN, &full_v[st]);
+            }
+        }
+        return;
+    }
+
+    /* consumers */
+    const int cw = wg, wtid = tid & 127, warp = wtid >> 5, lane = tid & 31;
+    const int wrow = row0 + cw * 64 + warp * 16; /* the warp's first query row */
+    const int grow0 = wrow + (lane >> 2);        /* this thread's rows: grow0, grow0 + 8 */
+    const uint32_t q_addr = sm(Qs) + cw * 64 * 128;
+    auto k_addr = [&](int st) { return sm(Ks + st * C::KV_BYTES); };
+    auto v_addr = [&](int st) { return sm(Vs + st * C::KV_BYTES); };
+    auto need_mask = [&](int j) {
+        const int kb = j * FA3_BN;
+        return kb + FA3_BN > s_len || (causal && kb + FA3_BN - 1 > wrow);
+    };
+    /* S = Q K_j^T: D/16 k-steps; step kk is in box kk/4 at byte 32 (kk%4) of each 128-byte row */
+    auto issue_s = [&](float *sacc, int st) {
+        /* a descriptor's address field is (byte address >> 4) in its low bits (no carry: shared
+         * addresses < 256 KiB), so offsets are added to one base descriptor per operand */
+        const uint64_t qd = gdesc(q_addr, 16, 1024), kd = gdesc(k_addr(st), 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            fa3_ss_n128_t0(sacc, qd + (((kk >> 2) * FA3_BM * 128 + (kk & 3) * 32) >> 4),
+                           kd + (((kk >> 2) * FA3_BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+        wgmma_commit();
+    };
+    /* O += P V_j: BN/16 k-steps of 16 keys (16 rows x 128 bytes = 2048 bytes); the D columns are KB
+     * boxes of BN rows (LBO = BN * 128 bytes apart) */
+    auto issue_pv = [&](float *oacc, uint32_t (*pf)[4], int st) {
+        const uint64_t vd = gdesc(v_addr(st), FA3_BN * 128, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < FA3_BN / 16; kk++) {
+            const uint64_t b = vd + ((kk * 2048) >> 4);
+            if (D == 128) fa3_rs_n128(oacc, pf[kk], b, 1);
+            else fa3_rs_n64(oacc, pf[kk], b, 1);
+        }
+        wgmma_commit();
+    };
+
+    /* Ping-pong (pingpong = 1): the two warpgroups take turns issuing their wgmma blocks (S_j and
+     * P_{j-1} V_{j-1}), so the tensor core runs one group's block while the other does its softmax,
+     * instead of both groups' wgmmas interleaving and both softmaxes waiting for both blocks. turn[w]
+     * completes a phase when the other group's 4 warps have issued a block; group 1 opens the first
+     * phase of turn[0]. Both groups issue n_kt + 1 blocks; the last arrival on turn[0] is unmatched
+     * (harmless). mbarriers rather than named barriers: a broken count traps in mbar_wait, no hang. */
+    int n_turn = 0;
+    auto turn_wait = [&]() {
+        if (pingpong) mbar_wait(&turn[cw], n_turn & 1);
+    };
+    auto turn_pass = [&]() {
+        if (pingpong && lane == 0) mbar_arrive(&turn[cw ^ 1]);
+        n_turn++;
+    };
+    if (pingpong && cw == 1 && lane == 0) mbar_arrive(&turn[0]);
+
+    float o[D / 2], sacc[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.f, 0.f }, c[2];
+    uint32_t p[FA3_BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 64; i++) sacc[i] = 0.f;
+
+    mbar_wait(qbar, 0);
+    mbar_wait(&full_k[0], 0);
+    turn_wait();
+    issue_s(sacc, 0);
+    turn_pass();
+    wgmma_wait<0>();
+    fa3_pin<64>(sacc);
+    fa3_softmax(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0));
+    fa3_pack_p(sacc, p);
+
+    for (int j = 1; j < n_kt; j++) {
+        const int st = j % NS, pst = (j - 1) % NS;
+        mbar_wait(&full_k[st], (j / NS) & 1);
+        /* every non-wgmma write to the registers both wgmmas use (softmax, rescale, P copy) is
+         * pinned before the first fence: none may land inside the pipeline stage */
+        fa3_pin<64>(sacc);
+        fa3_pin<D / 2>(o);
+        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        mbar_wait(&full_v[pst], ((j - 1) / NS) & 1);
+        turn_wait();
+        issue_s(sacc, st);
+        issue_pv(o, p, pst);
+        turn_pass();
+        wgmma_wait<1>(); /* S_j done; P_{j-1} V_{j-1} may still run */
+        fa3_pin<64>(sacc);
+        fa3_softmax(sacc, m, l, c, scale2, j * FA3_BN, grow0, s_len, causal, need_mask(j));
+        wgmma_wait<0>();
+        fa3_pin<D / 2>(o);
+        fa3_pin<FA3_BN / 4>(&p[0][0]); /* the in-flight wgmma read p until here */
+        if (lane == 0) mbar_arrive(&empty[pst]);
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) {
+            o[4 * i] *= c[0];
+            o[4 * i + 1] *= c[0];
+            o[4 * i + 2] *= c[1];
+            o[4 * i + 3] *= c[1];
+        }
+        fa3_pack_p(sacc, p);
+    }
+    {
+        const int pst = (n_kt - 1) % NS;
+        mbar_wait(&full_v[pst], ((n_kt - 1) / NS) & 1);
+        fa3_pin<D / 2>(o);
+        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        turn_wait();
+        issue_pv(o, p, pst);
+        turn_pass();
+        wgmma_wait<0>();
+        fa3_pin<D / 2>(o);
+        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        if (lane == 0) mbar_arrive(&empty[pst]);
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    const float i0 = l[0] > 0.f ? 1.f / l[0] : 0.f, i1 = l[1] > 0.f ? 1.f / l[1] : 0.f;
+    gbf *out0 = O + ((size_t)hrow + grow0) * D + 2 * (lane & 3), *out1 = out0 + 8 * D;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        if (grow0 < s_len) *(__nv_bfloat162 *)(out0 + i * 8) = __floats2bfloat162_rn(o[4 * i] * i0, o[4 * i + 1] * i0);
+        if (grow0 + 8 < s_len)
+            *(__nv_bfloat162 *)(out1 + i * 8) = __floats2bfloat162_rn(o[4 * i + 2] * i1, o[4 * i + 3] * i1);
+    }
+    if (lse && (lane & 3) == 0) {
+        float *lr = lse + hrow;
+        if (grow0 < s_len) lr[grow0] = (m[0] + log2f(l[0])) * FA3_LN2;
+        if (grow0 + 8 < s_len) lr[grow0 + 8] = (m[1] + log2f(l[1])) * FA3_LN2;
+    }
+}
+
+template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
+{
+    const int64_t rows = (int64_t)a->b * a->h * a->s;
+    if (rows > INT_MAX || attn_cdiv(a->s, FA3_BM) > 65535 || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
+        return (int)cudaErrorNotSupported;
+    CUtensorMap tq, tk, tv;
+    cudaError_t e = tmap_2d(&tq, a->q, (int)rows, D, FA3_BM);
+    if (e == cudaSuccess) e = tmap_2d(&tk, a->k, (int)rows, D, FA3_BN);
+    if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, FA3_BN);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_fa3_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa3_cfg<D>::SMEM);
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)(a->b * a->h), (unsigned)attn_cdiv(a->s, FA3_BM));
+    attn_fa3_fwd<D><<<grid, FA3_THREADS, fa3_cfg<D>::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s, a->scale * FA3_LOG2E,
+                                                         a->causal, pingpong);
+    return (int)cudaGetLastError();
+}
+
+static int fa3_run(void *stream, const attn_args *a, int pingpong)
+{
+    if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
+    return a->d == 64 ? fa3_launch<64>((cudaStream_t)stream, a, pingpong)
+                      : fa3_launch<128>((cudaStream_t)stream, a, pingpong);
+}
+
+int attn_v4_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 0); }
+int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 1); }
