@@ -6,11 +6,15 @@
  * interleaved with other sequences' blocks; spare blocks and every slot past a sequence's length
  * hold NaN, so a kernel that reads a key it must not read fails. Outputs are poisoned (NaN).
  * The reference uses the cache values as stored (f16-rounded for f16 caches) and, for f16 caches,
- * f16-rounded queries (the prefill kernel rounds q to f16; decode keeps it f32, which is closer).
+ * f16-rounded queries (both tensor-core kernels, prefill and decode, round q to f16).
  * Every case is then replayed twice in a CUDA graph of two calls and must give identical bits
  * (decode's last-CTA merge resets its counters and merges in a fixed order).
  * Tolerances (||out - ref|| / ||ref||): f16 cache 3e-3 (f16 P for P.V, fp32 accumulate, approximate
  * exp2); f32 cache (generic kernel, all fp32) 1e-4.
+ * Decode (k_attn_decode.cu, mma.sync with the GQA group as the 16 MMA rows) is covered for groups
+ * 1, 2, 3, 4, 8, 16, d 64 and 128, block sizes 8 (a 16-key tile spans two blocks), 16, 32 and 64,
+ * one split per sequence (the (sequence, kv head) pairs fill the GPU: 8 x 64 kv heads) and many
+ * (batch 1, long context: the last-CTA merge over up to ~100 partials).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +258,15 @@ static void test_decode(void **state)
         /* batch 1, long context: many splits, merged by the last CTA (Llama-3-8B heads) */
         {"decode f16 d128 32/8 heads bs16 1 x 20001", 1, {20001}, {1}, 32, 8, 128, 128, 16, DTYPE_F16, 30},
         {"decode f16 d64 gqa2 bs16 1 x 5000", 1, {5000}, {1}, 4, 2, 64, 64, 16, DTYPE_F16, 31},
+        /* round 2 (tensor-core decode): every group size on both head dims, small and large blocks */
+        {"decode f16 d128 mha bs8 2 x 3001/77", 2, {3001, 77}, {1, 1}, 4, 4, 128, 128, 8, DTYPE_F16, 32},
+        {"decode f16 d64 gqa8 bs16 1 x 12345", 1, {12345}, {1}, 16, 2, 64, 64, 16, DTYPE_F16, 33},
+        {"decode f16 d128 gqa16 bs64 1 x 30000", 1, {30000}, {1}, 16, 1, 128, 128, 64, DTYPE_F16, 34},
+        {"decode f16 d64 gqa16 bs32 3 x 2049/16/5", 3, {2049, 16, 5}, {1, 1, 1}, 32, 2, 64, 64, 32, DTYPE_F16, 35},
+        {"decode f16 d128 gqa2 bs16 8 x 64 kv heads (no split)", 8, {1, 15, 16, 17, 100, 300, 500, 333},
+         {1, 1, 1, 1, 1, 1, 1, 1}, 128, 64, 128, 128, 16, DTYPE_F16, 36},
+        {"decode f16 d64 mha bs16 8 x 64 kv heads (no split)", 8, {7, 900, 16, 17, 640, 500, 1, 333},
+         {1, 1, 1, 1, 1, 1, 1, 1}, 64, 64, 64, 64, 16, DTYPE_F16, 37},
         {"decode f16 d96 (generic) bs16", 4, {1, 17, 100, 1000}, {1, 1, 1, 1}, 8, 2, 96, 96, 16, DTYPE_F16, 17},
         {"decode f32 d128 (generic) bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F32, 18},
         {"decode f32 d64 (generic) bs32 8k", 1, {8192}, {1}, 4, 1, 64, 64, 32, DTYPE_F32, 19},

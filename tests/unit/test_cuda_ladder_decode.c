@@ -161,6 +161,8 @@ static void test_versions(void **state)
         { "d64 4/2 heads 2 seqs 4097/33", 2, { 4097, 33 }, 4, 2, 64, 43 },
         { "d128 gqa8 4 seqs", 4, { 1000, 2, 1501, 16 }, 16, 2, 128, 44 },
         { "d64 mha 2 seqs", 2, { 31, 700 }, 3, 3, 64, 45 },
+        { "d128 mha 1 x 3333 (splits)", 1, { 3333 }, 2, 2, 128, 46 },
+        { "d64 gqa8 1 x 9001 (splits)", 1, { 9001 }, 8, 1, 64, 47 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 }

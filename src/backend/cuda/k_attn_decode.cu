@@ -1,70 +1,139 @@
 /* k_attn_decode.cu - split-KV ("flash-decoding") attention for q_len = 1, f16 cache, d in {64, 128},
- * as ONE kernel: the split partials are merged in-kernel by the last CTA to finish.
+ * as ONE kernel on tensor cores: the split partials are merged in-kernel by the last CTA to finish.
  *
- * Grid (split, kv head, sequence), 128 threads. A CTA serves ALL the query heads of its GQA group
- * (G = n_head / n_head_kv, padded to a power of two up to 16), so each K/V byte is read from memory
- * once per group, not once per query head. Its split is keys [split * chunk, +chunk) of the
- * sequence; CTAs whose split starts at or beyond seq_len exit (the grid comes from max_seq_len).
+ * Grid (split, kv head, sequence), 128 threads (4 warps). A CTA serves ALL the query heads of its
+ * GQA group (group = n_head / n_head_kv <= 16), so each K/V byte is read from memory once per
+ * group. Its split is keys [split * chunk, +chunk) of the sequence; CTAs whose split starts at or
+ * beyond seq_len exit (the grid comes from max_seq_len).
  *
- * Each warp works alone (no block barriers in the loop): it takes 16-key tiles w, w + 4, ... of
- * the split, copies K and V rows into its own shared-memory stage with 16-byte cp.async (two stages,
- * the next tile loads while this one computes; keys past the split/sequence are zero-filled, never
- * read), then
- *   Q.K: lane = 2 * key + half; the half takes the interleaved 16-byte chunks 2i + half of the row,
- *        dots them with the G scaled queries (f32, shared memory, broadcast reads), one shuffle
- *        joins the halves. K rows are padded by 32 bytes so the 8 lanes of a 16-byte phase hit
- *        distinct banks.
- *   softmax: fp32 online softmax in the log2 domain (scale * log2 e folded into q), per head.
- *   P.V: lane owns D / 32 dims for all G heads, reads V rows (8 or 4 bytes per lane, contiguous)
- *        and the tile's probabilities (broadcast) from shared memory.
- * Bytes in flight: each warp has one 16-key K+V tile loading while it computes the other (8 KB at
- * d = 128), 32 KB per CTA, ~96 KB per SM at the 3 CTAs/SM the shared memory allows (d 128, G 4).
+ * Why this version (round 2) should be faster than the round-1 kernel (fp32 CUDA-core dots,
+ * 2-stage cp.async of 16-key tiles per warp, 3 CTAs/SM; measured 58% of copy at 1 x 32k, 71% at
+ * 8 x 8k). Nothing here was measured yet; the reasoning:
+ *  1. Issue pressure, not bytes in flight, was the limit. Per key and kv head (512 bytes at d 128)
+ *     the old kernel spent ~60 warp instructions (G x D FMAs for Q.K and again for P.V, f16->f32
+ *     conversions, float4 q reads from shared memory, shuffles). HBM3e at 4.2 TB/s over 132 SMs
+ *     is ~16 B per SM cycle, i.e. one key per 32 cycles per SM: ~2 of the 4 issue slots per cycle,
+ *     with only 3 warps per scheduler to hide FMA chains, shared-memory latency and the cp.async
+ *     waits. Here the group is the M dimension of mma.sync m16n8k16 (heads padded to 16 rows,
+ *     padding rows have q = 0): per 16-key tile a warp issues 16 MMAs for S = Q K^T (K through
+ *     non-transposed ldmatrix: the col-major B fragment), 16 for O += P V (V through
+ *     ldmatrix.trans, P repacked from the S accumulators as the A fragment, as in FA2), 2 x D/16
+ *     ldmatrix.x4 and ~70 softmax/rescale instructions: ~12 instructions per key, 5x fewer. The
+ *     16-row padding wastes tensor-core work (4x at G = 4), which is free: ~8 KFLOP per 512 bytes
+ *     is ~65 TFLOP/s at full bandwidth, a tenth of what mma.sync sustains. No f16->f32 conversion
+ *     of K or V at all (the tensor cores read f16).
+ *  2. Bytes in flight: each warp owns an NS-stage ring of 16-key tiles (K and V, 8 KB at d 128)
+ *     and keeps NS - 1 tiles loading while it computes one. d 128: NS = 3, 96 KB of shared memory
+ *     per CTA, 2 CTAs (8 warps) per SM, 2 x 8 KB x 8 = 128 KB in flight per SM; d 64: NS = 4, 64 KB
+ *     per CTA, 3 CTAs per SM, 12 x 3 x 4 KB = 144 KB. Little's law for ~4.2 TB/s at ~1 us of
+ *     loaded latency needs ~32 KB per SM; the 40-64 KB rule of thumb is met twice over. (TMA bulk
+ *     copies were considered: a 16-token paged block of one kv head is NOT contiguous, its rows are
+ *     n_kv * d * 2 bytes apart, so it would need a tiled tensor map built on the host per cache;
+ *     16-byte cp.async with all NS - 1 tiles in flight reaches the same bytes in flight.)
+ *  3. Block-table latency off the issue path: each lane looks up the cache row of its key of the
+ *     NEXT tile it will issue one iteration ahead (the old kernel did a dependent global load of
+ *     the table right before its cp.async). A lane pair copies one key's rows (two 16-byte chunks
+ *     side by side: whole 32-byte sectors per instruction), so a tile's copies are CH cp.async per
+ *     lane with immediate offsets, ~2 instructions each.
+ *  4. Q is rounded to f16 once (A fragments in registers for the whole loop); scores are scaled by
+ *     scale * log2 e in fp32 after the MMA and the softmax stays in fp32 in the log2 domain (ex2).
+ *     P is rounded to f16 for P.V (as in FA2); the row sum l uses the fp32 P. Error vs the old
+ *     fp32 kernel: ~1e-4 relative (q rounding ~2^-12 per element, P rounding ~2^-12), far inside the
+ *     tests' 3e-3 / 5e-3 bounds.
+ *  5. The last-CTA merge reads its partials with ~3 dependent L2 round trips instead of ~2 x
+ *     n_act / 4: (m, l) of every (head, split) in one parallel pass into shared memory, the split
+ *     weights exp2(m - M) in a second, then each thread streams its float4 column of all splits
+ *     with 8 loads in flight. The merge is on the critical path (the last CTA runs it after
+ *     everything else), ~2 us of a ~32 us call at 1 x 32k before.
  *
- * Finish (why this version is faster than the previous split kernel + separate merge kernel): the
- * 4 warps merge in shared memory into one partial (m, l, o[D]) per head; a sequence that ran in a
- * single CTA (n_act = 1: no split, or a short sequence) writes its output directly. Otherwise each
- * CTA stores its partial in `work`, fences, and bumps the (sequence, kv head) counter; the CTA
- * that draws the last ticket merges the n_act partials (in split order: bitwise reproducible
- * whichever CTA is last) and resets the counter to 0. No second launch (2-3 us per layer at
- * batch 1), the merge runs while other CTAs still stream K/V, and a CTA writes 1 partial per head
- * instead of 4 (one per warp), so the merge reads 4x less.
+ * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D] f16, 16-byte chunk c of
+ * key r stored at chunk c ^ (r & 7) so the 8 row addresses of an ldmatrix phase hit distinct banks.
+ * The end-of-kernel merges reuse the stages.
+ *
+ * Finish (kept from round 1): the 4 warps merge in shared memory into one partial (m, l, o[D]) per
+ * head; a sequence that ran in a single CTA (n_act = 1) writes its output directly. Otherwise each
+ * CTA stores its partial in `work`, fences, and bumps the (sequence, kv head) counter; the CTA that
+ * draws the last ticket merges the n_act partials in split order (bitwise reproducible whichever CTA
+ * is last) and resets the counter to 0.
  *
  * work layout: KATTN_DEC_COUNTERS uint32 counters (index s * n_head_kv + kvh; at a fixed place so
  * calls with any n_seq share them), then the partials (n_seq, n_head, n_split, D + 4) floats.
- * The counters must be zero when the buffer is first used (callers zero-fill work once after
- * allocating it); every call leaves them zero again, so graph replays stay correct.
  *
- * Invariants: 1. a processed tile always holds a valid key, so the running max is finite after it;
- * 2. a warp with no tile keeps m = -inf, l = 0, acc = 0 (weight 0 in the merges);
- * 3. exactly the n_act = ceil(seq_len / chunk) CTAs that run take a ticket, so the last ticket is
- *    n_act - 1; a sequence with q_len 0 touches nothing.
+ * Invariants: 1. a processed tile always holds a valid key (tiles start below k_end), so every
+ * row's running max is finite after it (padding rows score 0); 2. a warp with no tile keeps
+ * m = -inf, l = 0, o = 0 (weight 0 in the merges); 3. exactly the n_act = ceil(seq_len / chunk)
+ * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
+ * nothing; 4. control flow around ldmatrix/mma/shuffles is warp-uniform.
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
 
-#define DEC_TK 16    /* keys per warp tile */
+#define DEC_TK 16 /* keys per warp tile (the k extent of one P.V mma) */
 #define DEC_WARPS 4
+#define DEC_M 16  /* mma rows: the group's query heads, zero-padded */
 
-template <int D, int G> struct dec_smem {
-    static constexpr int KST = D + 16; /* K row stride in halves (32-byte pad) */
-    static constexpr int STAGE = DEC_TK * (KST + D); /* halves per warp stage (K then V) */
-    static constexpr size_t bytes =
-        (size_t)G * D * 4 + (size_t)DEC_WARPS * 2 * STAGE * 2 + (size_t)DEC_WARPS * DEC_TK * G * 4;
-    /* the end-of-kernel warp merge reuses the K/V stages for (DEC_WARPS, G, D + 4) floats */
-    static_assert((size_t)DEC_WARPS * G * (D + 4) * 4 <= (size_t)DEC_WARPS * 2 * STAGE * 2, "merge fits the stages");
+/* Stages per warp: d 128 -> 3 (96 KB per CTA, 2 CTAs/SM), d 64 -> 4 (64 KB, 3 CTAs/SM). */
+template <int D> struct dec_cfg {
+    static constexpr int NS = D == 128 ? 3 : 4;
+    static constexpr int TILE = DEC_TK * D;     /* halves of one K (or V) tile */
+    static constexpr int STAGE = 2 * TILE;      /* K then V */
+    static constexpr size_t bytes = (size_t)DEC_WARPS * NS * STAGE * 2;
+    static constexpr int MIN_CTAS = D == 128 ? 2 : 3;
+    /* the warp merge needs (DEC_WARPS, DEC_M, D + 4) floats of the stages */
+    static_assert((size_t)DEC_WARPS * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
 };
 
-template <int D, int G>
-__global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
+/* Most (head, split) entries the last-CTA merge keeps in shared memory (m, l, weight: 12 bytes). */
+template <int D> static constexpr long dec_merge_cap() { return (long)(dec_cfg<D>::bytes / 12); }
+
+static __device__ __forceinline__ void dec_ldsm4(uint32_t r[4], const __half *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+static __device__ __forceinline__ void dec_ldsm4_t(uint32_t r[4], const __half *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+/* c (16x8 f32) += a (16x16 f16, row) . b (16x8 f16, col) */
+static __device__ __forceinline__ void dec_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ uint32_t dec_pack(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+/* 16-byte global -> shared copy to a shared-window address (cp.async.cg); ok = 0 zero-fills. */
+static __device__ __forceinline__ void dec_cp16(uint32_t saddr, const void *gmem, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+/* Offset in halves of 16-byte chunk c of key r in a swizzled [16][D] tile. */
+template <int D> static __device__ __forceinline__ int dec_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
+
+template <int D>
+__global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
+    kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
 {
     cuk_pdl_wait();
-    constexpr int CH = D / 8, KST = dec_smem<D, G>::KST, STAGE = dec_smem<D, G>::STAGE, DPL = D / 32;
-    extern __shared__ __align__(16) unsigned char smem[];
-    float *qs = (float *)smem;
-    __half *stage_base = (__half *)(qs + G * D);
+    constexpr int NS = dec_cfg<D>::NS, TILE = dec_cfg<D>::TILE, STAGE = dec_cfg<D>::STAGE;
+    constexpr int CH = D / 8;                  /* 16-byte chunks per row */
+    constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
+    constexpr int NT = D / 8;                  /* n-tiles of O */
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *stages = (__half *)smem;
     const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    float *ps = (float *)(stage_base + DEC_WARPS * 2 * STAGE) + warp * DEC_TK * G;
 
     const int q0 = a.q_start[s];
     if (a.q_start[s + 1] - q0 < 1) return;
@@ -74,135 +143,183 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     if (k_begin >= seq_len) return; /* seq_len 0 is outside the contract (the row sits at seq_len - 1) */
     const int k_end = min(seq_len, k_begin + chunk);
 
-    const float qscale = a.scale * KATTN_LOG2E;
-    for (int i = tid; i < G * D; i += 128) {
-        const int g = i / D, d = i % D;
-        qs[i] = g < group ? a.q[(size_t)q0 * a.q_stride + (size_t)(kvh * group + g) * D + d] * qscale : 0.f;
+    /* Q as mma A fragments (f16), rows r0 = lane / 4 and r0 + 8 = heads of the group (0 past it). */
+    const int r0 = lane >> 2, cq = (lane & 3) * 2;
+    uint32_t qa[KS][4];
+    {
+        const float *qp = a.q + (size_t)q0 * a.q_stride + (size_t)kvh * group * D;
+        const bool ok0 = r0 < group, ok1 = r0 + 8 < group;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            const int c = kk * 16 + cq;
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                v[0 + e] = ok0 ? __ldg(qp + (size_t)r0 * D + c + e) : 0.f;
+                v[2 + e] = ok1 ? __ldg(qp + (size_t)(r0 + 8) * D + c + e) : 0.f;
+                v[4 + e] = ok0 ? __ldg(qp + (size_t)r0 * D + c + 8 + e) : 0.f;
+                v[6 + e] = ok1 ? __ldg(qp + (size_t)(r0 + 8) * D + c + 8 + e) : 0.f;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) qa[kk][i] = dec_pack(v[2 * i], v[2 * i + 1]);
+        }
     }
-    __syncthreads();
+    const float qscale = a.scale * KATTN_LOG2E;
 
     const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
     const int bsh = __ffs(a.block_size) - 1, bmask = a.block_size - 1;
-    const __half *kc = (const __half *)a.k_cache, *vc = (const __half *)a.v_cache;
+    const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
     const size_t row = (size_t)a.n_head_kv * D;
-    __half *my_stage = stage_base + warp * 2 * STAGE;
+    __half *ring = stages + warp * NS * STAGE;
 
-    auto load_tile = [&](int tile, int st) {
-        const int kt0 = k_begin + tile * DEC_TK;
-        __half *ks = my_stage + st * STAGE, *vs = ks + DEC_TK * KST;
+    /* This warp's tiles: local i is tile warp + 4 i of the split. */
+    const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
+    const int nt = warp < n_tiles ? (n_tiles - warp + DEC_WARPS - 1) / DEC_WARPS : 0;
+    /* Copy mapping: lane pair (2 key, 2 key + 1) owns key `key` of a tile and copies its 16-byte
+     * chunks 2 u + sub (u < CH / 2) of the K and the V row: each cp.async instruction moves 16 full
+     * 32-byte sectors, the lane's row address comes from its own table lookup (no shuffles), and
+     * the smem chunks (2 u + sub) ^ (key & 7) of 8 consecutive keys hit distinct bank groups. */
+    const int ckey = lane >> 1, csub = lane & 1;
+    /* Cache row of key ckey of local tile i, or -1 past the split / sequence. */
+    auto lookup = [&](int i) -> int {
+        const int j = k_begin + (warp + DEC_WARPS * i) * DEC_TK + ckey;
+        return (i < nt && j < k_end) ? __ldg(bt + (j >> bsh)) * a.block_size + (j & bmask) : -1;
+    };
+    /* Shared byte addresses of the lane's chunks in stage 0 (K tile; V is TILE halves further),
+     * computed once: a copy is then one add and two cp.async. */
+    uint32_t dst[CH / 2];
 #pragma unroll
-        for (int i = 0; i < DEC_TK * CH / 32; i++) {
-            const int c = lane + 32 * i, key = c / CH, part = c % CH, j = kt0 + key;
-            const bool ok = j < k_end;
-            size_t off = 0;
-            if (ok) off = ((size_t)bt[j >> bsh] * a.block_size + (j & bmask)) * row + (size_t)kvh * D + part * 8;
-            kattn_cp16(ks + key * KST + part * 8, kc + off, ok);
-            kattn_cp16(vs + key * D + part * 8, vc + off, ok);
+    for (int u = 0; u < CH / 2; u++)
+        dst[u] = (uint32_t)__cvta_generic_to_shared(ring + dec_sw<D>(ckey, 2 * u + csub));
+    /* Starts the copies of local tile i (row `slot` from lookup) into stage `st`; one group. */
+    auto issue = [&](int i, int slot, int st) {
+        if (i < nt) {
+            const bool ok = slot >= 0;
+            const size_t off = ok ? (size_t)slot * row + csub * 8 : 0;
+            const __half *kp = kc + off, *vp = vc + off;
+            const uint32_t sb = (uint32_t)(st * STAGE * 2);
+#pragma unroll
+            for (int u = 0; u < CH / 2; u++) {
+                dec_cp16(dst[u] + sb, kp + 16 * u, ok);
+                dec_cp16(dst[u] + sb + TILE * 2, vp + 16 * u, ok);
+            }
         }
         kattn_cp_commit();
     };
 
-    float m[G], lp[G], acc[G][DPL];
+    float o[NT][4];
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        m[g] = -INFINITY;
-        lp[g] = 0.f;
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* rows r0, r0 + 8; l: this lane's columns */
+
+    int pf = lookup(0);
 #pragma unroll
-        for (int e = 0; e < DPL; e++) acc[g][e] = 0.f;
+    for (int i = 0; i < NS - 1; i++) {
+        const int cur = pf;
+        pf = lookup(i + 1);
+        issue(i, cur, i);
     }
+    int st_c = 0, st_i = NS - 1; /* stages of the tile computed / issued next (i % NS, (i - 1) % NS) */
+    /* ldmatrix lane addresses inside a tile: K (non-transposed), V (transposed) */
+    const int k_row = ((lane >> 4) << 3) + (lane & 7), k_chk = (lane >> 3) & 1;
+    const int v_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_chk = lane >> 4;
 
-    const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
-    const int key = lane >> 1, hf = lane & 1;
-    int st = 0;
-    if (warp < n_tiles) load_tile(warp, 0);
-    for (int tile = warp; tile < n_tiles; tile += DEC_WARPS) {
-        if (tile + DEC_WARPS < n_tiles) {
-            load_tile(tile + DEC_WARPS, st ^ 1);
-            kattn_cp_wait<1>();
-        } else {
-            kattn_cp_wait<0>();
+    for (int i = 0; i < nt; i++) {
+        kattn_cp_wait<NS - 2>();
+        __syncwarp(); /* tile i landed for every lane; stage (i - 1) % NS is free again */
+        {
+            const int cur = pf;
+            pf = lookup(i + NS);
+            issue(i + NS - 1, cur, st_i);
         }
-        __syncwarp();
-        const __half *ks = my_stage + st * STAGE, *vs = ks + DEC_TK * KST;
+        const __half *ks = ring + st_c * STAGE, *vs = ks + TILE;
+        st_i = st_c;
+        st_c = st_c == NS - 1 ? 0 : st_c + 1;
 
-        float sc[G];
+        /* S (16 heads x 16 keys) = Q K^T: n-tile j = keys 8j .. 8j + 7 */
+        float sc[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
 #pragma unroll
-        for (int g = 0; g < G; g++) sc[g] = 0.f;
-#pragma unroll
-        for (int i = 0; i < CH / 2; i++) {
-            const int part = 2 * i + hf;
-            const uint4 kr = *(const uint4 *)(ks + key * KST + part * 8);
-            const float2 k0 = __half22float2(*(const __half2 *)&kr.x), k1 = __half22float2(*(const __half2 *)&kr.y);
-            const float2 k2 = __half22float2(*(const __half2 *)&kr.z), k3 = __half22float2(*(const __half2 *)&kr.w);
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                const float4 qa = *(const float4 *)(qs + g * D + part * 8);
-                const float4 qb = *(const float4 *)(qs + g * D + part * 8 + 4);
-                float v = sc[g];
-                v = fmaf(qa.x, k0.x, v); v = fmaf(qa.y, k0.y, v); v = fmaf(qa.z, k1.x, v); v = fmaf(qa.w, k1.y, v);
-                v = fmaf(qb.x, k2.x, v); v = fmaf(qb.y, k2.y, v); v = fmaf(qb.z, k3.x, v); v = fmaf(qb.w, k3.y, v);
-                sc[g] = v;
-            }
+        for (int kk = 0; kk < KS; kk++) {
+            uint32_t b[4];
+            dec_ldsm4(b, ks + dec_sw<D>(k_row, 2 * kk + k_chk));
+            dec_mma(sc[0], qa[kk], b[0], b[1]);
+            dec_mma(sc[1], qa[kk], b[2], b[3]);
         }
-        const bool valid = k_begin + tile * DEC_TK + key < k_end;
+        /* online softmax (log2 domain); keys past the split / sequence score -inf */
+        const int kt0 = k_begin + (warp + DEC_WARPS * i) * DEC_TK;
+        float mx0 = m0, mx1 = m1;
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            float v = sc[g] + __shfl_xor_sync(0xffffffffu, sc[g], 1);
-            v = valid ? v : -INFINITY;
-            float mx = v;
+        for (int j = 0; j < 2; j++)
 #pragma unroll
-            for (int o = 2; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            const float m_new = fmaxf(m[g], mx);
-            const float corr = kattn_exp2(m[g] - m_new);
-            const float p = kattn_exp2(v - m_new);
-            m[g] = m_new;
-            lp[g] = lp[g] * corr + (hf ? 0.f : p);
-            if (!hf) ps[key * G + g] = p;
-#pragma unroll
-            for (int e = 0; e < DPL; e++) acc[g][e] *= corr;
-        }
-        __syncwarp();
-#pragma unroll 4
-        for (int kk = 0; kk < DEC_TK; kk++) {
-            float v[DPL];
-            if constexpr (DPL == 4) {
-                const uint2 vr = *(const uint2 *)(vs + kk * D + lane * 4);
-                const float2 a0 = __half22float2(*(const __half2 *)&vr.x), a1 = __half22float2(*(const __half2 *)&vr.y);
-                v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
-            } else {
-                const float2 a0 = __half22float2(*(const __half2 *)(vs + kk * D + lane * 2));
-                v[0] = a0.x; v[1] = a0.y;
+            for (int e = 0; e < 2; e++) {
+                const bool valid = kt0 + 8 * j + cq + e < k_end;
+                sc[j][e] = valid ? sc[j][e] * qscale : -INFINITY;
+                sc[j][2 + e] = valid ? sc[j][2 + e] * qscale : -INFINITY;
+                mx0 = fmaxf(mx0, sc[j][e]);
+                mx1 = fmaxf(mx1, sc[j][2 + e]);
             }
-            const float *pk = ps + kk * G;
 #pragma unroll
-            for (int g = 0; g < G; g++) {
-                const float p = pk[g];
-#pragma unroll
-                for (int e = 0; e < DPL; e++) acc[g][e] = fmaf(p, v[e], acc[g][e]);
-            }
+        for (int off = 1; off < 4; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
         }
-        __syncwarp();
-        st ^= 1;
+        const float c0 = kattn_exp2(m0 - mx0), c1 = kattn_exp2(m1 - mx1); /* first tile: exp2(-inf) = 0 */
+        m0 = mx0;
+        m1 = mx1;
+        float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                sc[j][e] = kattn_exp2(sc[j][e] - mx0);
+                sc[j][2 + e] = kattn_exp2(sc[j][2 + e] - mx1);
+                ps0 += sc[j][e];
+                ps1 += sc[j][2 + e];
+            }
+        l0 = fmaf(l0, c0, ps0);
+        l1 = fmaf(l1, c1, ps1);
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
+        /* O += P V: P (16 heads x 16 keys) as the A fragment straight from the S accumulators */
+        const uint32_t pa[4] = { dec_pack(sc[0][0], sc[0][1]), dec_pack(sc[0][2], sc[0][3]),
+                                 dec_pack(sc[1][0], sc[1][1]), dec_pack(sc[1][2], sc[1][3]) };
+#pragma unroll
+        for (int np = 0; np < KS; np++) {
+            uint32_t b[4];
+            dec_ldsm4_t(b, vs + dec_sw<D>(v_row, 2 * np + v_chk));
+            dec_mma(o[2 * np], pa, b[0], b[1]);
+            dec_mma(o[2 * np + 1], pa, b[2], b[3]);
+        }
     }
+    kattn_cp_wait<0>(); /* the trailing (empty or unused) groups */
 
-    /* ---- 1. the 4 warps of this CTA merge in shared memory (the K/V stages are free now: every
-     * warp has waited for its last cp.async group) into one (m, l, o[D]) per head. */
+    /* ---- 1. the 4 warps of this CTA merge in shared memory (the stages are free: every warp has
+     * drained its copies) into one (m, l, o[D]) per head. */
     __syncthreads();
     constexpr int PS = D + 4; /* floats per partial: m, l, 2 pad (16-byte alignment), o[D] */
-    float *wm = (float *)stage_base; /* (DEC_WARPS, G, PS) */
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        if (g >= group) break;
-        float l = lp[g];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-        float *pw = wm + (warp * G + g) * PS;
-        if (lane == 0) {
-            pw[0] = m[g];
-            pw[1] = l;
+    float *wm = (float *)smem; /* (DEC_WARPS, DEC_M, PS) */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    {
+        float *p0 = wm + (warp * DEC_M + r0) * PS, *p1 = p0 + 8 * PS;
+        if ((lane & 3) == 0) {
+            p0[0] = m0;
+            p0[1] = l0;
+            p1[0] = m1;
+            p1[1] = l1;
         }
-        if constexpr (DPL == 4) *(float4 *)(pw + 4 + lane * 4) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-        else *(float2 *)(pw + 4 + lane * 2) = make_float2(acc[g][0], acc[g][1]);
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            *(float2 *)(p0 + 4 + 8 * n + cq) = make_float2(o[n][0], o[n][1]);
+            *(float2 *)(p1 + 4 + 8 * n + cq) = make_float2(o[n][2], o[n][3]);
+        }
     }
     __syncthreads();
 
@@ -214,29 +331,30 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
         const int g = it / C4, c = it % C4;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[(w * G + g) * PS]);
+        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[(w * DEC_M + g) * PS]);
         float L = 0.f;
-        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; w++) {
-            const float *pw = wm + (w * G + g) * PS;
+            const float *pw = wm + (w * DEC_M + g) * PS;
             const float sc = kattn_exp2(pw[0] - M); /* an idle warp has m = -inf: weight 0 */
             const float4 v = *(const float4 *)(pw + 4 + c * 4);
             L = fmaf(sc, pw[1], L);
-            o.x = fmaf(sc, v.x, o.x); o.y = fmaf(sc, v.y, o.y); o.z = fmaf(sc, v.z, o.z); o.w = fmaf(sc, v.w, o.w);
+            acc.x = fmaf(sc, v.x, acc.x); acc.y = fmaf(sc, v.y, acc.y);
+            acc.z = fmaf(sc, v.z, acc.z); acc.w = fmaf(sc, v.w, acc.w);
         }
         const int h = kvh * group + g;
         if (n_act == 1) { /* the whole sequence was this CTA's: finish here */
             const float inv = 1.f / L;
             *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)h * D + c * 4) =
-                make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
         } else {
             float *pw = parts + (((size_t)s * a.n_head + h) * n_split + split) * PS;
             if (c == 0) {
                 pw[0] = M;
                 pw[1] = L;
             }
-            *(float4 *)(pw + 4 + c * 4) = o;
+            *(float4 *)(pw + 4 + c * 4) = acc;
         }
     }
     if (n_act == 1) return;
@@ -259,25 +377,42 @@ __global__ void __launch_bounds__(128) kattn_decode_split(const cuk_attn_args a,
     __threadfence(); /* acquire: the other CTAs' partials are read from L2 (ld.cg), never a stale L1 */
 
     /* ---- 3. merge the n_act partials of each head in split order (the same order whichever CTA is
-     * last, so the result is bitwise reproducible). */
-    for (int it = tid; it < group * C4; it += 128) {
-        const int g = it / C4, c = it % C4, h = kvh * group + g;
-        const float *pb = parts + ((size_t)s * a.n_head + h) * n_split * PS;
+     * last: bitwise reproducible). (m, l) of every (head, split) first, in one parallel pass
+     * (group * n_act <= dec_merge_cap, dec_plan makes sure), then the weights, then the columns. */
+    const int ne = group * n_act;
+    float *mm = (float *)smem, *ll = mm + ne, *ww = ll + ne; /* (group, n_act) each */
+    const size_t head0 = (size_t)s * a.n_head + (size_t)kvh * group;
+    for (int e = tid; e < ne; e += 128) {
+        const int g = e / n_act, p = e % n_act;
+        const float *pw = parts + ((head0 + g) * n_split + p) * PS;
+        mm[e] = __ldcg(pw);
+        ll[e] = __ldcg(pw + 1);
+    }
+    __syncthreads();
+    for (int e = tid; e < ne; e += 128) {
+        const float *mg = mm + (e / n_act) * n_act;
         float M = -INFINITY;
-        for (int p = 0; p < n_act; p++) M = fmaxf(M, __ldcg(pb + (size_t)p * PS));
+        for (int p = 0; p < n_act; p++) M = fmaxf(M, mg[p]);
+        ww[e] = kattn_exp2(mm[e] - M);
+    }
+    __syncthreads();
+    for (int it = tid; it < group * C4; it += 128) {
+        const int g = it / C4, c = it % C4;
+        const float *wg = ww + g * n_act, *lg = ll + g * n_act;
+        const float *pb = parts + (head0 + g) * n_split * PS + 4 + c * 4;
         float L = 0.f;
-        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
         for (int p = 0; p < n_act; p++) {
-            const float *pw = pb + (size_t)p * PS;
-            const float sc = kattn_exp2(__ldcg(pw) - M);
-            const float4 v = __ldcg((const float4 *)(pw + 4 + c * 4));
-            L = fmaf(sc, __ldcg(pw + 1), L);
-            o.x = fmaf(sc, v.x, o.x); o.y = fmaf(sc, v.y, o.y); o.z = fmaf(sc, v.z, o.z); o.w = fmaf(sc, v.w, o.w);
+            const float w = wg[p];
+            const float4 v = __ldcg((const float4 *)(pb + (size_t)p * PS));
+            L = fmaf(w, lg[p], L);
+            acc.x = fmaf(w, v.x, acc.x); acc.y = fmaf(w, v.y, acc.y);
+            acc.z = fmaf(w, v.z, acc.z); acc.w = fmaf(w, v.w, acc.w);
         }
         const float inv = 1.f / L;
-        *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)h * D + c * 4) =
-            make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+        *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)(kvh * group + g) * D + c * 4) =
+            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     }
 }
 
@@ -294,56 +429,47 @@ int kattn_decode_supported(const cuk_attn_args *a)
            ((uintptr_t)a->out & 15) == 0 && ((uintptr_t)a->work & 15) == 0;
 }
 
-/* CTAs of kattn_decode_split<D, G> resident on the whole GPU (SMs x occupancy); 3 x 132 when the
- * device cannot be asked (no GPU: the launch fails anyway). */
-template <int D, int G> static long dec_slots_g(void)
+/* CTAs of kattn_decode_split<D> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132 when
+ * the device cannot be asked (no GPU: the launch fails anyway). */
+template <int D> static long dec_slots_d(void)
 {
     int dev = 0, sms = 0, occ = 0;
-    const size_t sm = dec_smem<D, G>::bytes;
+    const size_t sm = dec_cfg<D>::bytes;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaFuncSetAttribute(kattn_decode_split<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
+        cudaFuncSetAttribute(kattn_decode_split<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
             cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, G>, 128, sm) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D>, 128, sm) != cudaSuccess ||
         sms < 1 || occ < 1) {
         (void)cudaGetLastError();
-        return 3L * 132;
+        return (long)dec_cfg<D>::MIN_CTAS * 132;
     }
     return (long)sms * occ;
 }
 
-template <int D> static long dec_slots_d(int group)
-{
-    if (group <= 1) return dec_slots_g<D, 1>();
-    if (group <= 2) return dec_slots_g<D, 2>();
-    if (group <= 4) return dec_slots_g<D, 4>();
-    if (group <= 8) return dec_slots_g<D, 8>();
-    return dec_slots_g<D, 16>();
-}
-
-static long dec_slots(const cuk_attn_args *a)
-{
-    const int group = a->n_head / a->n_head_kv;
-    return a->head_dim == 64 ? dec_slots_d<64>(group) : dec_slots_d<128>(group);
-}
+static long dec_slots(const cuk_attn_args *a) { return a->head_dim == 64 ? dec_slots_d<64>() : dec_slots_d<128>(); }
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
  * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
  * exceed the counters). Otherwise the split count with the least estimated time: waves of
- * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys) + the last CTA's merge
- * (about one key per split), splits of at least 256 keys, at most 4 x slots CTAs in all (the
- * work bound's cap). Batch 1 at long context spreads over every SM in one wave. */
+ * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys: filling the NS - 1 tile
+ * pipeline and the finish) + the last CTA's merge (about one key per split), splits of at least
+ * 256 keys, at most 4 x slots CTAs in all (the work bound's cap) and at most dec_merge_cap / group
+ * splits (the last CTA's merge keeps (m, l, weight) of every (head, split) in shared memory).
+ * Batch 1 at long context spreads over every SM in one wave. */
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
     const long slots = dec_slots(a);
+    const long group = a->n_head / a->n_head_kv;
     const long full = ((long)a->max_seq_len + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
     *n_split = 1;
     *chunk = (int)full;
     if (pairs >= slots || pairs > KATTN_DEC_COUNTERS) return;
     long max_ns = (a->max_seq_len + 255) / 256;
     if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs;
-    if (max_ns > 4096) max_ns = 4096;
+    const long cap = (a->head_dim == 64 ? dec_merge_cap<64>() : dec_merge_cap<128>()) / group;
+    if (max_ns > cap) max_ns = cap;
     long best_ns = 1, best_ch = full;
     double best_cost = 0;
     for (long ns = 1; ns <= max_ns; ns++) {
@@ -384,29 +510,19 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
     return KATTN_DEC_COUNTER_BYTES + (size_t)(4 * dec_slots(a)) * group * (a->head_dim + 4) * sizeof(float);
 }
 
-template <int D, int G> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
+template <int D> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
-    const size_t sm = dec_smem<D, G>::bytes;
-    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    const size_t sm = dec_cfg<D>::bytes;
+    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kattn_decode_split<D, G>, dim3(grid), dim3(128), sm, st, *a, ns, ch, a->work);
+    cuk_launch(kattn_decode_split<D>, dim3(grid), dim3(128), sm, st, *a, ns, ch, a->work);
     return cudaGetLastError();
-}
-
-template <int D> static cudaError_t dec_launch_d(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
-{
-    const int group = a->n_head / a->n_head_kv;
-    if (group <= 1) return dec_launch<D, 1>(st, a, ns, ch);
-    if (group <= 2) return dec_launch<D, 2>(st, a, ns, ch);
-    if (group <= 4) return dec_launch<D, 4>(st, a, ns, ch);
-    if (group <= 8) return dec_launch<D, 8>(st, a, ns, ch);
-    return dec_launch<D, 16>(st, a, ns, ch);
 }
 
 cudaError_t kattn_decode_launch(cudaStream_t st, const cuk_attn_args *a)
 {
     int ns, ch;
     dec_plan(a, &ns, &ch);
-    return a->head_dim == 64 ? dec_launch_d<64>(st, a, ns, ch) : dec_launch_d<128>(st, a, ns, ch);
+    return a->head_dim == 64 ? dec_launch<64>(st, a, ns, ch) : dec_launch<128>(st, a, ns, ch);
 }
