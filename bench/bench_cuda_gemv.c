@@ -1,6 +1,6 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps]
+ *   build/bench/bench_cuda_gemv [reps] [fuse]      (fuse: only the fusion table)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -14,6 +14,11 @@
  * decode step looks like. Weights are random (cuk_weight_fill_random), never zeros.
  * Then: bf16 CUDA cores vs tensor cores by n_tok; quantized n_tok > 1, the dp4a kernel (cuk_gemv's
  * pick) vs the float-decoding kernels it replaced; the n_tok = 1 tuning variants.
+ * Then the fusions (cuk_gemv_ex, cuda_kernels.h) against their unfused pairs on the shapes the model
+ * fuses them on: norm prologue vs cuk_rmsnorm + GEMV (stacked q|k|v, gate|up), swiglu prologue vs
+ * cuk_swiglu_rows + GEMV (down), residual-add epilogue vs GEMV + cuk_add (wo, down), swiglu + add
+ * (down, as the decode step runs it); bf16 and q4_0, n_tok 1 and 4. Same graph timing; the saving
+ * column is unfused - fused per call (positive: the fusion pays).
  * Last: the projected Llama-3-8B batch-1 decode time (GEMVs only) per dtype from the per-matrix medians.
  */
 #include <stdio.h>
@@ -86,6 +91,90 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     return ms;
 }
 
+enum { FZ_NORM = 1, FZ_SWIGLU = 2, FZ_ADD = 4 };
+
+/* Per-call median ms of one fusion (FZ_* bits) on one shape: fused = one cuk_gemv_ex, else the
+ * unfused pair (cuk_rmsnorm / cuk_swiglu_rows into a scratch row, cuk_gemv, cuk_add). */
+static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int fz, int fused,
+                          int reps)
+{
+    const size_t wb = cuk_weight_bytes(t, n_out, n_in);
+    int copies = (int)(((size_t)512 << 20) / wb) + 1;
+    if (copies < 2) copies = 2;
+    if (copies > 64) copies = 64;
+    cuk_weight *w = calloc((size_t)copies, sizeof *w);
+    for (int i = 0; i < copies; i++) {
+        w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
+        CK(cudaMalloc(&w[i].data, wb));
+        AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
+    }
+    const int64_t xw = (fz & FZ_SWIGLU) ? 2 * n_in : n_in;
+    float *x, *xin, *nw, *y, *tmp;
+    CK(cudaMalloc((void **)&x, (size_t)n_tok * xw * sizeof(float)));
+    CK(cudaMalloc((void **)&xin, (size_t)n_tok * n_in * sizeof(float)));
+    CK(cudaMalloc((void **)&nw, (size_t)n_in * sizeof(float)));
+    CK(cudaMalloc((void **)&y, (size_t)n_tok * n_out * sizeof(float)));
+    CK(cudaMalloc((void **)&tmp, (size_t)n_tok * n_out * sizeof(float)));
+    cuk_weight xr = {.type = DTYPE_F32, .n_out = n_tok, .n_in = xw, .data = x};
+    AI(cuk_weight_fill_random(s, &xr, 7, 1.0f, &err));
+    cuk_weight nr = {.type = DTYPE_F32, .n_out = 1, .n_in = n_in, .data = nw};
+    AI(cuk_weight_fill_random(s, &nr, 8, 1.0f, &err));
+    CK(cudaMemsetAsync(y, 0, (size_t)n_tok * n_out * sizeof(float), s));
+    const cuk_mm_opts o = {.norm_w = (fz & FZ_NORM) ? nw : NULL, .eps = 1e-5f, .swiglu_in = (fz & FZ_SWIGLU) != 0,
+                           .accumulate = (fz & FZ_ADD) != 0};
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
+        if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < (pass ? copies : 1); i++) {
+            if (fused) {
+                AI(cuk_gemv_ex(s, &w[i], x, n_tok, y, &o, &err));
+                continue;
+            }
+            const float *in = x;
+            if (fz & FZ_NORM) AI(cuk_rmsnorm(s, xin, x, nw, n_tok, (int32_t)n_in, 1e-5f, &err));
+            if (fz & FZ_SWIGLU) AI(cuk_swiglu_rows(s, xin, x, n_tok, (int32_t)n_in, &err));
+            if (fz & (FZ_NORM | FZ_SWIGLU)) in = xin;
+            AI(cuk_gemv(s, &w[i], in, n_tok, (fz & FZ_ADD) ? tmp : y, &err));
+            if (fz & FZ_ADD) AI(cuk_add(s, y, tmp, (int64_t)n_tok * n_out, &err));
+        }
+        if (!pass) CK(cudaStreamSynchronize(s));
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const double ms = time_graph(ge, s, reps) / copies;
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
+    free(w);
+    cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(tmp);
+    return ms;
+}
+
+/* The fusion table (header). */
+static void bench_fusions(cudaStream_t s, int reps)
+{
+    static const struct { const char *name; int64_t n_out, n_in; int fz; } rows[] = {
+        {"norm   qkv", 6144, 4096, FZ_NORM},          {"norm   gate_up", 28672, 4096, FZ_NORM},
+        {"swiglu down", 4096, 14336, FZ_SWIGLU},      {"add    wo", 4096, 4096, FZ_ADD},
+        {"add    down", 4096, 14336, FZ_ADD},         {"sw+add down", 4096, 14336, FZ_SWIGLU | FZ_ADD},
+    };
+    static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0};
+    static const int toks[] = {1, 4};
+    printf("\nfusions: fused cuk_gemv_ex vs the unfused pair (us per call; saving = unfused - fused)\n");
+    printf("%-15s %13s %5s %-5s %9s %11s %9s\n", "fusion", "n_out x n_in", "n_tok", "dtype", "fused_us", "unfused_us",
+           "saving");
+    for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
+        for (int di = 0; di < 2; di++)
+            for (int ti = 0; ti < 2; ti++) {
+                const double f = time_fusion(s, types[di], rows[ri].n_out, rows[ri].n_in, toks[ti], rows[ri].fz, 1, reps);
+                const double u = time_fusion(s, types[di], rows[ri].n_out, rows[ri].n_in, toks[ti], rows[ri].fz, 0, reps);
+                printf("%-15s %6lldx%-6lld %5d %-5s %9.2f %11.2f %+9.2f\n", rows[ri].name, (long long)rows[ri].n_out,
+                       (long long)rows[ri].n_in, toks[ti], dtype_name(types[di]), f * 1e3, u * 1e3, (u - f) * 1e3);
+                fflush(stdout);
+            }
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0;
@@ -100,6 +189,12 @@ int main(int argc, char **argv)
     AI(cuk_gemm_init(&gemm, &err));
     const double copy = copy_bandwidth(s, reps);
     printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
+    if (argc > 2 && strcmp(argv[2], "fuse") == 0) { /* the fusion table only */
+        bench_fusions(s, reps);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
 
     static const struct { const char *name; int64_t n_out, n_in; int per_layer; } shapes[] = {
         {"wq/wo", 4096, 4096, 2}, {"wk/wv", 1024, 4096, 2}, {"gate/up", 14336, 4096, 2},
@@ -184,6 +279,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+    bench_fusions(s, reps);
     /* Llama-3-8B: 32 layers x (wq, wk, wv, wo, gate, up, down) + output, GEMVs only */
     for (int di = 0; di < 4; di++) {
         const double *tt = t1[di];

@@ -35,8 +35,18 @@
  *   q4_0  1.46, 0.69, 2.04, 2.12, 2.57;  q8_0 (R 8 U 1, the variant now default) 2.77, 1.14, 3.38,
  *   3.65, 4.24. Small matrices lose to the fixed launch + ramp cost (~2-3 us per kernel).
  *
- * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
- * input is computed while x is loaded and the residual add is done by the thread that writes y.
+ * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the residual add is done by
+ * the thread that writes y. The rmsnorm or SwiGLU prologue:
+ *  - float weights, n_tok 1-4, T n_in 4 <= 100 KB (template S != XS_GLOBAL, "staged"): the CTA
+ *    computes the fused input once into shared memory (stage_x), then runs the unfused kernel's
+ *    dot loop (and shape: R1U4 for bf16 at n_tok 1) reading it from there, for several row groups:
+ *    the grid is persistent (as many CTAs as fit at once). Why: the first version (below) computed
+ *    x * norm_w and x^2 per load, i.e. per row and CTA: twice the L1 traffic of the unfused kernel
+ *    per weight byte (x and norm_w) plus the arithmetic, for every row; the H200 measured ~22 us lost
+ *    per norm-fused bf16 GEMV at batch 1 (167.9 tok/s fused, 222.8 unfused). Staged, the per-row
+ *    work is the unfused kernel's; the prologue runs ~once per CTA slot instead of once per row.
+ *  - otherwise (quantized float decoding, longer x, T >= 8): computed while x is loaded (S =
+ *    XS_GLOBAL), with the shapes of Shape<K, T, M>.
  *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
@@ -56,6 +66,8 @@
 namespace {
 
 constexpr int kThreads = 128;
+/* Staged kernels: weight bytes prefetched into L2 while the CTAs stage x (a third of the 50 MB L2). */
+constexpr size_t kPrefetchTotal = (size_t)16 << 20;
 
 enum WKind { W_F32, W_F16, W_BF16, W_Q8_0, W_Q4_0, W_Q4_1 };
 
@@ -121,8 +133,9 @@ __device__ __forceinline__ void decode8_nib(uint32_t a, uint32_t b, float *f)
     f[4] = byte_f<0>(b); f[5] = byte_f<1>(b); f[6] = byte_f<2>(b); f[7] = byte_f<3>(b);
 }
 
-/* The fused-input context of a thread: mode M's options, n_in, and the running x^2 sums (FUSE_NORM). */
-template <int M, int T> struct xin {
+/* The fused-input context of a thread: mode M's options, n_in, and the running x^2 sums (FUSE_NORM);
+ * S: where x is read (k_gemv_fuse.h XS_*). */
+template <int M, int T, int S = XS_GLOBAL> struct xin {
     const cuk_fuse &f;
     int n_in;
     float (&ss)[T];
@@ -131,15 +144,15 @@ template <int M, int T> struct xin {
 /* acc[r][t] += sum_j f[r][j] * x_t[e0 + j], j < 8, for all R rows and T tokens; x loaded once (and
  * turned into the fused input, k_gemv_fuse.h). SUM: also sx[t] += sum_j x_t[e0 + j] (q4's offset
  * term), from the same loads. */
-template <int T, int R, int M, bool SUM = false>
+template <int T, int R, int M, int S, bool SUM = false>
 __device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const (&xt)[T], int e0, float (&acc)[R][T],
-                                     const xin<M, T> &xi, float *sx = nullptr)
+                                     const xin<M, T, S> &xi, float *sx = nullptr)
 {
     const float4 na = fuse_nw4<M>(xi.f, e0), nb = fuse_nw4<M>(xi.f, e0 + 4);
 #pragma unroll
     for (int t = 0; t < T; t++) {
-        const float4 a = fuse_x4<M>(xt[t], xi.n_in, e0, na, xi.ss[t]);
-        const float4 b = fuse_x4<M>(xt[t], xi.n_in, e0 + 4, nb, xi.ss[t]);
+        const float4 a = fuse_x4<M, S>(xt[t], xi.n_in, e0, na, xi.ss[t]);
+        const float4 b = fuse_x4<M, S>(xt[t], xi.n_in, e0 + 4, nb, xi.ss[t]);
         if constexpr (SUM) sx[t] += ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -154,16 +167,16 @@ __device__ __forceinline__ void fma8(const float (&f)[R][8], const float *const 
 }
 
 /* One chunk (index c) of R rows into acc. q[r]: the 16 raw bytes; sc: the rows' scale words. */
-template <int K, int T, int R, int M>
+template <int K, int T, int R, int M, int S>
 __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float *const (&xt)[T],
-                                      int c, float (&acc)[R][T], const xin<M, T> &xi)
+                                      int c, float (&acc)[R][T], const xin<M, T, S> &xi)
 {
     if constexpr (K == W_F32) {
         const int e0 = c * 4;
         const float4 nw = fuse_nw4<M>(xi.f, e0);
 #pragma unroll
         for (int t = 0; t < T; t++) {
-            const float4 a = fuse_x4<M>(xt[t], xi.n_in, e0, nw, xi.ss[t]);
+            const float4 a = fuse_x4<M, S>(xt[t], xi.n_in, e0, nw, xi.ss[t]);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float s = acc[r][t];
@@ -179,16 +192,16 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
             decode8<K>(q[r].x, q[r].y, &f[r][0]);
             decode8<K>(q[r].z, q[r].w, &f[r][4]);
         }
-        fma8<T, R, M>(f, xt, c * 8, acc, xi);
+        fma8<T, R, M, S>(f, xt, c * 8, acc, xi);
     } else if constexpr (K == W_Q8_0) {
         float p[R][T] = {};
         float f[R][8];
 #pragma unroll
         for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].x ^ 0x80808080u, q[r].y ^ 0x80808080u, f[r]);
-        fma8<T, R, M>(f, xt, c * 16, p, xi);
+        fma8<T, R, M, S>(f, xt, c * 16, p, xi);
 #pragma unroll
         for (int r = 0; r < R; r++) decode8<W_Q8_0>(q[r].z ^ 0x80808080u, q[r].w ^ 0x80808080u, f[r]);
-        fma8<T, R, M>(f, xt, c * 16 + 8, p, xi);
+        fma8<T, R, M, S>(f, xt, c * 16 + 8, p, xi);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const float d = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
@@ -208,7 +221,7 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
                 const uint32_t sh = g < 2 ? 0 : 4;
                 decode8_nib((a >> sh) & 0x0F0F0F0Fu, (b >> sh) & 0x0F0F0F0Fu, f[r]);
             }
-            fma8<T, R, M, true>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p, xi, sx);
+            fma8<T, R, M, S, true>(f, xt, e0 + (g & 1) * 8 + (g >> 1) * 16, p, xi, sx);
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -220,19 +233,89 @@ __device__ __forceinline__ void chunk(const uint4 (&q)[R], const uint32_t (&sc)[
     }
 }
 
-template <int K, int T, int R, int U, int L, int M>
-__global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
-                                                   const unsigned char *__restrict__ scales,
-                                                   const float *__restrict__ x, float *__restrict__ y, int n_out,
-                                                   int n_in, int n_tok, cuk_fuse fz)
+/* Staged fused input (S != XS_GLOBAL; float weights, M = FUSE_NORM or FUSE_SWIGLU): x rows [0, T)
+ * (row min(t, n_tok - 1) for t >= n_tok) turned into the GEMV input once per CTA and written to xs
+ * (T rows of n_in floats in source S's layout): x * norm_w, or silu(g) * u with the accurate expf
+ * and division (once per CTA, so their cost no longer matters; the same formula as cuk_swiglu_rows
+ * and the CPU backend). FUSE_NORM: ssum[t] = sum(x^2) of row t (block reduction), the 1 / rms scale
+ * is applied to the finished dot products (fuse_store): one multiply per output instead of a second
+ * pass over x, and the staged values are exactly the ones the unstaged kernel multiplied.
+ * KS float4 items per thread with their loads issued before any is used (the prologue is latency-
+ * bound: ~1 L2 round trip per KS x 4 x 128 elements). Ends with __syncthreads. n_in % 4 == 0. */
+template <int M, int T, int S>
+__device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, int n_in, const float *__restrict__ nw,
+                                        float *xs, float *ssum)
 {
-    cuk_pdl_wait();
+    constexpr int KS = 4;
+    const int n4 = n_in >> 2;
+    float ss[T];
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
+        float *xo = xs + (size_t)t * n_in;
+        ss[t] = 0.0f;
+        for (int i0 = threadIdx.x; i0 < n4; i0 += kThreads * KS) {
+            float4 a[KS], b[KS];
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                const int i = i0 + k * kThreads;
+                a[k] = b[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (i < n4) {
+                    a[k] = __ldg(reinterpret_cast<const float4 *>(xr) + i);
+                    if constexpr (M == FUSE_NORM) b[k] = __ldg(reinterpret_cast<const float4 *>(nw) + i);
+                    else b[k] = __ldg(reinterpret_cast<const float4 *>(xr + n_in) + i);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                const int i = i0 + k * kThreads;
+                const float4 g = a[k], v = b[k];
+                float4 o;
+                if constexpr (M == FUSE_NORM) {
+                    ss[t] = fmaf(g.x, g.x, fmaf(g.y, g.y, fmaf(g.z, g.z, fmaf(g.w, g.w, ss[t]))));
+                    o = make_float4(g.x * v.x, g.y * v.y, g.z * v.z, g.w * v.w);
+                } else {
+                    o = make_float4(g.x / (1.0f + expf(-g.x)) * v.x, g.y / (1.0f + expf(-g.y)) * v.y,
+                                    g.z / (1.0f + expf(-g.z)) * v.z, g.w / (1.0f + expf(-g.w)) * v.w);
+                }
+                if (i < n4) *reinterpret_cast<float4 *>(xo + xs_index<S>(4 * i, n_in)) = o;
+            }
+        }
+    }
+    if constexpr (M == FUSE_NORM) {
+        __shared__ float part[kThreads / 32][T];
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            float v = ss[t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) part[warp][t] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < T) {
+            float v = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kThreads / 32; k++) v += part[k][threadIdx.x];
+            ssum[threadIdx.x] = v;
+        }
+    } else {
+        (void)nw; (void)ssum; (void)ss;
+    }
+    __syncthreads();
+}
+
+/* Rows [row0, row0 + R) of y for all T tokens: the dot loop over x rows xt (source S, mode MD for
+ * the loads) and the block reduction; M for the store. sq_staged: the staged rows' sum(x^2). */
+template <int K, int T, int R, int U, int L, int M, int S, int MD>
+__device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, const unsigned char *__restrict__ scales,
+                                          const float *const (&xt)[T], float *__restrict__ y, int n_out, int n_in,
+                                          int n_tok, const cuk_fuse &fz, int row0, const float *sq_staged)
+{
     constexpr int E = Traits<K>::E;
     constexpr bool quant = K >= W_Q8_0;
     const int nc = n_in / E;                              /* chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
-    const int row0 = blockIdx.x * R;
-
     const uint4 *wr[R];
     int srow[R];
 #pragma unroll
@@ -240,13 +323,9 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
         srow[r] = min(row0 + r, n_out - 1);               /* past the end: recompute the last row, no write */
         wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
     }
-    const float *xt[T];
-#pragma unroll
-    for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
-
     float acc[R][T] = {};
-    float ss[T] = {}; /* FUSE_NORM: this thread's share of sum(x^2) per token */
-    const xin<M, T> xi{fz, n_in, ss};
+    float ss[T] = {}; /* unstaged FUSE_NORM: this thread's share of sum(x^2) per token */
+    const xin<MD, T, S> xi{fz, n_in, ss};
     const int nblk = n_in / 32;
     for (int c0 = threadIdx.x; c0 < nc; c0 += kThreads * U) {
         uint4 q[U][R];
@@ -274,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + u * kThreads;
-            if (c < nc) chunk<K, T, R, M>(q[u], sc[u], xt, c, acc, xi);
+            if (c < nc) chunk<K, T, R, MD, S>(q[u], sc[u], xt, c, acc, xi);
         }
     }
 
@@ -290,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
             if (lane == 0) red[warp][r * T + t] = v;
         }
     }
-    if constexpr (M == FUSE_NORM) {
+    if constexpr (MD == FUSE_NORM) {
 #pragma unroll
         for (int t = 0; t < T; t++) {
             float v = ss[t];
@@ -305,11 +384,62 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
         float v = 0.0f, sq = 0.0f;
 #pragma unroll
         for (int k = 0; k < kThreads / 32; k++) v += red[k][i];
-        if constexpr (M == FUSE_NORM) {
+        if constexpr (MD == FUSE_NORM) {
 #pragma unroll
             for (int k = 0; k < kThreads / 32; k++) sq += red[k][R * T + t];
+        } else if constexpr (S != XS_GLOBAL && M == FUSE_NORM) {
+            sq = sq_staged[t];
         }
         if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+    }
+}
+
+/* S = XS_GLOBAL: one row group of R rows per CTA (grid = row groups), x read from global memory,
+ * the fused input (mode M) computed per load. S != XS_GLOBAL (float weights, M != FUSE_NONE):
+ * persistent - the CTA stages the fused input once (stage_x), then walks row groups blockIdx.x,
+ * + gridDim.x, ... with the unfused kernel's dot loop reading x from shared memory (mode FUSE_NONE
+ * for the loads; M only for the store: the 1 / rms scale and the accumulate). While it stages, the
+ * CTA's first row group is prefetched into L2 so that HBM is not idle during the prologue. */
+template <int K, int T, int R, int U, int L, int M, int S = XS_GLOBAL>
+__global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
+                                                   const unsigned char *__restrict__ scales,
+                                                   const float *__restrict__ x, float *__restrict__ y, int n_out,
+                                                   int n_in, int n_tok, cuk_fuse fz)
+{
+    cuk_pdl_wait();
+    constexpr bool staged = S != XS_GLOBAL;
+    static_assert(!staged || (K <= W_BF16 && M != FUSE_NONE), "staging is for the fused float kernels");
+    const float *xt[T];
+    if constexpr (staged) {
+        extern __shared__ float4 xs_dyn[]; /* (T, n_in) fused input */
+        __shared__ float ssum[T];          /* FUSE_NORM: sum(x^2) per token */
+        float *xs = reinterpret_cast<float *>(xs_dyn);
+        const size_t row_bytes = (size_t)(n_in / Traits<K>::E) * 16;
+        const int ngroups = (n_out + R - 1) / R;
+        /* L2 prefetch of the CTA's first groups, ~kPrefetchTotal over the grid (at least one group,
+         * at most 4): staging takes a few L2 round trips (~2 us for 112 KB of gate|up per CTA), and
+         * this is what HBM streams meanwhile. */
+        const size_t gbytes = (size_t)R * row_bytes;
+        const int npre = (int)min((size_t)4, max((size_t)1, kPrefetchTotal / gridDim.x / gbytes));
+        for (int k = 0; k < npre; k++) {
+            const int g = (int)blockIdx.x + k * (int)gridDim.x;
+            if (g >= ngroups) break;
+            const unsigned char *first = w + (size_t)g * gbytes;
+            const size_t pre = (size_t)min(R, n_out - g * R) * row_bytes;
+            for (size_t off = (size_t)threadIdx.x * 128; off < pre; off += (size_t)kThreads * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(first + off));
+        }
+        stage_x<M, T, S>(x, n_tok, n_in, fz.nw, xs, ssum);
+#pragma unroll
+        for (int t = 0; t < T; t++) xt[t] = xs + (size_t)t * n_in;
+        for (int grp = blockIdx.x; grp < ngroups; grp += gridDim.x) {
+            gemv_rows<K, T, R, U, L, M, S, FUSE_NONE>(w, scales, xt, y, n_out, n_in, n_tok, fz, grp * R, ssum);
+            if (grp + (int)gridDim.x < ngroups) __syncthreads(); /* the reduction's shared memory is reused */
+        }
+    } else {
+#pragma unroll
+        for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
+        gemv_rows<K, T, R, U, L, M, S, M>(w, scales, xt, y, n_out, n_in, n_tok, fz, blockIdx.x * R, nullptr);
     }
 }
 
@@ -387,31 +517,95 @@ void launch_t(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, floa
     launch_v<K, T, Shape<K, T, M>::R, Shape<K, T, M>::U, 0, M>(s, w, x, n_tok, y, f);
 }
 
-/* Fused quantized kernels exist for T = 1, 2 only (the T >= 4 ones spilled; cuk_gemv_path_ex runs
- * one n_tok = 1 pass per token there: a path real models never take, dp4a has them). */
+/* Staged fused float kernels (k_gemv with S != XS_GLOBAL): T n_in floats of shared memory per
+ * CTA, at most kStageMax (>= 2 CTAs per SM); longer inputs (n_tok >= 2 on the 14336-wide down
+ * projection) and T >= 8 keep the unstaged fused kernel. */
+constexpr size_t kStageMax = (size_t)100 << 10;
+/* Above this (T = 1, n_in > 8192: the down projection, 56 KB, 3 CTAs per SM) the staged kernel
+ * keeps 8 loads per thread in flight instead of 4 (R1U8, an unfused bench variant): with 3 x 128
+ * threads per SM, U 4 leaves ~24 KB in flight per SM, about latency x bandwidth (~1 us x 18 B/clk). */
+constexpr size_t kStageWide = (size_t)32 << 10;
+
+template <int K, int T> constexpr bool stageable() { return (K == W_F32 || K == W_F16 || K == W_BF16) && T <= 4; }
+
+static bool stage_fits(const cuk_weight *w, int T) { return (size_t)T * (size_t)w->n_in * sizeof(float) <= kStageMax; }
+
+/* Persistent grid: as many CTAs as fit on the device at once (occupancy with this shared memory),
+ * each taking the same number of row groups (ceil(groups / CTAs)), so that they finish together;
+ * device properties only (invariant 2). */
+template <int K, int T, int R, int U, int M>
+cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    constexpr int S = K == W_F32 ? XS_SMEM : XS_SMEM8;
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, cuk_fuse) =
+        k_gemv<K, T, R, U, 0, M, S>;
+    const int n_in = (int)w->n_in, n_out = (int)w->n_out;
+    const size_t smem = (size_t)T * (size_t)n_in * sizeof(float);
+    cudaError_t e;
+    if (smem > ((size_t)48 << 10) &&
+        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
+        return e;
+    int dev = 0, nsm = 0, per_sm = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem)) != cudaSuccess) return e;
+    if (per_sm < 1) per_sm = 1;
+    const long long groups = ((long long)n_out + R - 1) / R, cap = (long long)per_sm * nsm;
+    const long long per_cta = (groups + cap - 1) / cap;
+    const unsigned grid = (unsigned)((groups + per_cta - 1) / per_cta);
+    const unsigned char *base = static_cast<const unsigned char *>(w->data);
+    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, base, x, y, n_out, n_in, n_tok, f);
+}
+
+/* The staged kernels run the unfused kernel's shape (Shape<K, T>: R1U4 for bf16 at n_tok 1, the
+ * fastest unfused), except R1U8 past kStageWide (above). The fused shapes of Shape<K, T, M> (R4U2
+ * for swiglu) were there to spread per-load MUFU work over more rows; staging computes silu once. */
+template <int K, int T, int M>
+cudaError_t launch_staged(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    using Sh = Shape<K, T>;
+    if constexpr (T == 1) {
+        if ((size_t)w->n_in * sizeof(float) > kStageWide)
+            return launch_staged_v<K, T, 1, 8, M>((cudaStream_t)s, w, x, n_tok, y, f);
+    }
+    return launch_staged_v<K, T, Sh::R, Sh::U, M>((cudaStream_t)s, w, x, n_tok, y, f);
+}
+
+/* Fused float tile T: staged when x fits (launch_staged), else x read per load (launch_t). */
+template <int K, int T, int M>
+cudaError_t launch_tf(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    if constexpr (M != FUSE_NONE && stageable<K, T>()) {
+        if (stage_fits(w, T)) return launch_staged<K, T, M>((cudaStream_t)s, w, x, n_tok, y, f);
+    }
+    launch_t<K, T, M>(s, w, x, n_tok, y, f);
+    return cudaSuccess;
+}
+
 /* Fused quantized kernels exist for T = 1, 2 only (the T >= 4 ones spilled); cuk_gemv_path_ex runs
  * one n_tok = 1 pass per token there - a path real models never take (dp4a covers them). */
 template <int K, int M>
-void launch_km(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+cudaError_t launch_km(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
-    if (n_tok == 1) {
-        launch_t<K, 1, M>(s, w, x, n_tok, y, f);
-    } else if constexpr (K >= W_Q8_0 && M != FUSE_NONE) {
+    if (n_tok == 1) return launch_tf<K, 1, M>(s, w, x, n_tok, y, f);
+    if constexpr (K >= W_Q8_0 && M != FUSE_NONE) {
         launch_t<K, 2, M>(s, w, x, n_tok, y, f); /* n_tok == 2: the dispatcher loops above */
+        return cudaSuccess;
     } else {
-        if (n_tok == 2) launch_t<K, 2, M>(s, w, x, n_tok, y, f);
-        else if (n_tok <= 4) launch_t<K, 4, M>(s, w, x, n_tok, y, f);
-        else if (n_tok <= 8) launch_t<K, 8, M>(s, w, x, n_tok, y, f);
+        if (n_tok == 2) return launch_tf<K, 2, M>(s, w, x, n_tok, y, f);
+        if (n_tok <= 4) return launch_tf<K, 4, M>(s, w, x, n_tok, y, f);
+        if (n_tok <= 8) launch_t<K, 8, M>(s, w, x, n_tok, y, f);
         else launch_t<K, 16, M>(s, w, x, n_tok, y, f);
+        return cudaSuccess;
     }
 }
 
 template <int K>
-void launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, int m, cuk_fuse f)
+cudaError_t launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, int m, cuk_fuse f)
 {
-    if (m == FUSE_NORM) launch_km<K, FUSE_NORM>(s, w, x, n_tok, y, f);
-    else if (m == FUSE_SWIGLU) launch_km<K, FUSE_SWIGLU>(s, w, x, n_tok, y, f);
-    else launch_km<K, FUSE_NONE>(s, w, x, n_tok, y, f);
+    if (m == FUSE_NORM) return launch_km<K, FUSE_NORM>(s, w, x, n_tok, y, f);
+    if (m == FUSE_SWIGLU) return launch_km<K, FUSE_SWIGLU>(s, w, x, n_tok, y, f);
+    return launch_km<K, FUSE_NONE>(s, w, x, n_tok, y, f);
 }
 
 template <int K, int M>
@@ -527,22 +721,31 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
         }
         return AI_OK;
     }
+    cudaError_t e = cudaSuccess;
     switch (w->type) {
-    case DTYPE_F32: vec ? launch_k<W_F32>(s, w, x, n_tok, y, m, fz) : launch_any<W_F32>(s, w, x, n_tok, y, m, fz); break;
-    case DTYPE_F16: vec ? launch_k<W_F16>(s, w, x, n_tok, y, m, fz) : launch_any<W_F16>(s, w, x, n_tok, y, m, fz); break;
+    case DTYPE_F32:
+        if (vec) e = launch_k<W_F32>(s, w, x, n_tok, y, m, fz);
+        else launch_any<W_F32>(s, w, x, n_tok, y, m, fz);
+        break;
+    case DTYPE_F16:
+        if (vec) e = launch_k<W_F16>(s, w, x, n_tok, y, m, fz);
+        else launch_any<W_F16>(s, w, x, n_tok, y, m, fz);
+        break;
     case DTYPE_BF16:
-        vec ? launch_k<W_BF16>(s, w, x, n_tok, y, m, fz) : launch_any<W_BF16>(s, w, x, n_tok, y, m, fz);
+        if (vec) e = launch_k<W_BF16>(s, w, x, n_tok, y, m, fz);
+        else launch_any<W_BF16>(s, w, x, n_tok, y, m, fz);
         break;
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
     case DTYPE_Q4_1:
         if (!vec) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: weights or x not 16-byte aligned");
-        if (w->type == DTYPE_Q8_0) launch_k<W_Q8_0>(s, w, x, n_tok, y, m, fz);
-        else if (w->type == DTYPE_Q4_0) launch_k<W_Q4_0>(s, w, x, n_tok, y, m, fz);
-        else launch_k<W_Q4_1>(s, w, x, n_tok, y, m, fz);
+        if (w->type == DTYPE_Q8_0) e = launch_k<W_Q8_0>(s, w, x, n_tok, y, m, fz);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<W_Q4_0>(s, w, x, n_tok, y, m, fz);
+        else e = launch_k<W_Q4_1>(s, w, x, n_tok, y, m, fz);
         break;
     default: return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv: dtype %s", dtype_name(w->type));
     }
+    CUK_TRY(err, e, "cuk_gemv (staged launch)");
     CUK_LAUNCHED(err, "cuk_gemv");
     return AI_OK;
 }

@@ -9,6 +9,9 @@
  *    row, so the kernel takes x * w while loading x, sums x^2 from the same loads (each (token,
  *    column) is loaded by exactly one thread of a CTA, so the CTA's sum is the row's sum) and
  *    multiplies its finished dot products by r. No second pass over x, no grid-wide sync.
+ *    Where x is read per row (the float GEMVs) doing this per load doubled the L1 traffic and cost
+ *    more than the launch it saved; those kernels now stage x * w once per CTA in shared memory
+ *    (k_gemv.cu, XS_* below).
  *  - swiglu (M = FUSE_SWIGLU): x rows are gate|up (2 n_in wide); input = silu(g) * u per element as
  *    it is loaded. That costs an exp and a division (2 MUFU ops on the float kernels) per x element
  *    and CTA: the kernels that reuse each x element over few weight rows take more rows per CTA in
@@ -56,11 +59,35 @@ template <int M> __host__ __device__ __forceinline__ size_t fuse_x_stride(int n_
 /* silu(g) * u with the fast exp and division (the float GEMVs; the dp4a prologue uses expf). */
 __device__ __forceinline__ float fuse_silu_mul(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
 
-/* Columns e .. e + 3 of x row xr in mode M; nw4: norm_w at e (FUSE_NORM); ss += x^2 (FUSE_NORM). */
-template <int M>
+/* Where a GEMV's dot loop reads x (k_gemv.cu): XS_GLOBAL: the caller's rows through L1 (__ldg);
+ * XS_SMEM: a (T, n_in) copy of the fused input in shared memory, element order unchanged (f32
+ * weights: a lane reads 4 consecutive floats per chunk, conflict-free); XS_SMEM8: the same, each
+ * row split in halves for 8-value chunks (f16/bf16): elements 8j..8j+3 at [4j], 8j+4..8j+7 at
+ * [n_in / 2 + 4j], so the 32 lanes of a warp read 512 contiguous bytes per float4 load instead
+ * of 1 KB with a 2-way bank conflict. */
+enum { XS_GLOBAL = 0, XS_SMEM = 1, XS_SMEM8 = 2 };
+
+/* Index in a staged row of element e (e % 4 == 0) for source S. */
+template <int S> __host__ __device__ __forceinline__ int xs_index(int e, int n_in)
+{
+    if constexpr (S == XS_SMEM8) return ((e >> 3) << 2) + ((e & 4) ? (n_in >> 1) : 0);
+    else return e;
+}
+
+/* Columns e .. e + 3 of x row xr (in source S's layout). */
+template <int S> __device__ __forceinline__ float4 ld_x4(const float *xr, int e, int n_in)
+{
+    if constexpr (S == XS_GLOBAL) return __ldg(reinterpret_cast<const float4 *>(xr + e));
+    else return *reinterpret_cast<const float4 *>(xr + xs_index<S>(e, n_in));
+}
+
+/* Columns e .. e + 3 of x row xr in mode M; nw4: norm_w at e (FUSE_NORM); ss += x^2 (FUSE_NORM).
+ * A staged source (S != XS_GLOBAL) holds the finished input: M is then FUSE_NONE. */
+template <int M, int S = XS_GLOBAL>
 __device__ __forceinline__ float4 fuse_x4(const float *xr, int n_in, int e, const float4 &nw4, float &ss)
 {
-    const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + e));
+    static_assert(S == XS_GLOBAL || M == FUSE_NONE, "a staged x is already the fused input");
+    const float4 a = ld_x4<S>(xr, e, n_in);
     if constexpr (M == FUSE_NORM) {
         ss = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, ss))));
         return make_float4(a.x * nw4.x, a.y * nw4.y, a.z * nw4.z, a.w * nw4.w);
