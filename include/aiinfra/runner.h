@@ -30,13 +30,16 @@ typedef struct runner_params {
     float kv_mem_frac;    /* 0 = 0.9 */
     bool kv_f32;          /* f32 KV (tests); default f16 */
     bool no_graphs;       /* do not capture decode steps as graphs */
-    unsigned no_fuse;     /* RUNNER_NO_FUSE_* bits: run that op separately instead of inside a matmul_ex
-                           * (measuring each fusion's effect; 0 = all fused) */
+    unsigned fuse;        /* RUNNER_FUSE_* bits: the ops that run inside a matmul_ex (prologue or epilogue)
+                           * instead of as kernels of their own; 0 = RUNNER_FUSE_AUTO */
 } runner_params;
 
-#define RUNNER_NO_FUSE_NORM 1u   /* rmsnorm before the qkv / gate|up / output products */
-#define RUNNER_NO_FUSE_SWIGLU 2u /* silu(gate) * up before the down product */
-#define RUNNER_NO_FUSE_ADD 4u    /* the residual adds after the wo and down products */
+#define RUNNER_FUSE_NORM 1u   /* rmsnorm in the qkv / gate|up / output products' prologue */
+#define RUNNER_FUSE_SWIGLU 2u /* silu(gate) * up in the down product's prologue */
+#define RUNNER_FUSE_ADD 4u    /* the residual adds in the wo and down products' epilogue */
+#define RUNNER_FUSE_EXACT 8u  /* use exactly the bits given (RUNNER_FUSE_EXACT alone: no fusion) */
+#define RUNNER_FUSE_AUTO 0u   /* the set measured fastest for the weights' dtype (docs/gpu.md): none for
+                               * float weights, norm + add for quantized ones */
 
 /* Synthetic weights: any architecture and size, generated on the backend (no file). */
 typedef struct runner_random {
@@ -80,6 +83,7 @@ const model_config *runner_config(const runner *r);
 int64_t runner_kv_blocks(const runner *r);
 int32_t runner_block_size(const runner *r);
 int32_t runner_n_ctx(const runner *r);
+unsigned runner_fusions(const runner *r); /* the RUNNER_FUSE_* bits in use (AUTO resolved) */
 /* Bytes of weights a decode step reads (every matrix once; embedding rows not counted), and of the
  * KV cache per token (all layers, K + V). */
 uint64_t runner_weight_bytes(const runner *r);

@@ -239,6 +239,12 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->cfg = *cfg;
     r->m = m;
     r->p = d;
+    /* AUTO: measured on the H200 at batch 1 (docs/gpu.md): with bf16 weights every fusion loses (the
+     * float GEMV is at ~96% of copy bandwidth alone, and a prologue costs more than the separate
+     * kernel it saves); with q4_0 norm + add win, swiglu loses. */
+    const dtype wt = m ? m->layers[0].wq.type : rnd->type;
+    if (d.fuse & RUNNER_FUSE_EXACT) r->fuse = d.fuse & ~RUNNER_FUSE_EXACT;
+    else r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_ADD : 0;
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
     r->kv_type = d.kv_f32 ? DTYPE_F32 : DTYPE_F16;
     r->freq_scale = cfg->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / cfg->rope_factor : 1.0f;
@@ -351,6 +357,7 @@ const model_config *runner_config(const runner *r) { return &r->cfg; }
 int64_t runner_kv_blocks(const runner *r) { return r->p.kv_blocks; }
 int32_t runner_block_size(const runner *r) { return r->p.block_size; }
 int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
+unsigned runner_fusions(const runner *r) { return r->fuse; }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)
 {

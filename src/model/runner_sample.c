@@ -4,7 +4,10 @@
  * them to the host (~3 ms over PCIe) and sampling there (a selection over 33 M values) would cost more
  * than the step itself. The backend's sampler (GPU: k_sample.cu, radix select, no sort) reads them in
  * place, and only n_seq tokens cross back. The uniform draws come from the host's per-sequence rngs
- * (the caller's), so a seeded request samples the same way on every backend.
+ * (the caller's), so a seeded request makes the same draws on every backend. The device walks the
+ * kept set in the order (logit desc, id asc); the host sampler walks it in that order only with
+ * top-p on (or greedy): otherwise the two pick from the same distribution but may map one u to
+ * different tokens (tests/unit/test_cuda_runner.c checks the device against the host's filter).
  */
 #include <string.h>
 

@@ -54,12 +54,12 @@ static ai_status step_body(void *arg, ai_err *err)
                        .work_size = r->attn_work_size};
     at.scale = 1.0f / sqrtf((float)c->head_dim);
 
-    /* Fusions (backend.h, matmul_ex), each can be switched off to measure it (runner_params.no_fuse):
+    /* Fusions (backend.h, matmul_ex), each chosen by runner_params.fuse (r->fuse):
      * norm: the rmsnorm rides in the prologue of the product that reads it; swiglu: silu(gate) * up in
      * the down product's prologue; add: the residual add in the wo / down products' epilogue. Without
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
-    const bool f_norm = !(r->p.no_fuse & RUNNER_NO_FUSE_NORM), f_swiglu = !(r->p.no_fuse & RUNNER_NO_FUSE_SWIGLU);
-    const bool f_add = !(r->p.no_fuse & RUNNER_NO_FUSE_ADD);
+    const bool f_norm = r->fuse & RUNNER_FUSE_NORM, f_swiglu = r->fuse & RUNNER_FUSE_SWIGLU;
+    const bool f_add = r->fuse & RUNNER_FUSE_ADD;
     const backend_mm_opts none = {0}, add = {.accumulate = true};
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));

@@ -3,7 +3,7 @@
  *
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
- *                 [--no-graphs] [--no-fuse norm,swiglu,add|all] [--threads N] [--seed S] [--json]
+ *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--threads N] [--seed S] [--json]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
  * into each step), then G decode steps run for all B at once (greedy). Reported: prefill tok/s,
@@ -30,7 +30,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--no-fuse norm,swiglu,add|all] [--threads N] [--seed S] [--json]\n"
+            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--threads N] [--seed S] [--json]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
     return 2;
@@ -47,17 +47,18 @@ typedef struct bench_opts {
     dtype type;
     int batch, prompt, gen, block, chunk, threads;
     bool random, json, no_graphs;
-    unsigned no_fuse; /* RUNNER_NO_FUSE_* */
+    unsigned fuse; /* RUNNER_FUSE_* */
     uint64_t seed;
 } bench_opts;
 
-/* "norm,swiglu,add" or "all" -> RUNNER_NO_FUSE_* bits; false on an unknown name. */
-static bool parse_no_fuse(const char *v, unsigned *out)
+/* "auto", "none", "all" or a list like "norm,add" -> RUNNER_FUSE_* bits; false on an unknown name. */
+static bool parse_fuse(const char *v, unsigned *out)
 {
     static const struct { const char *name; unsigned bit; } names[] = {
-        {"norm", RUNNER_NO_FUSE_NORM}, {"swiglu", RUNNER_NO_FUSE_SWIGLU}, {"add", RUNNER_NO_FUSE_ADD},
-        {"all", RUNNER_NO_FUSE_NORM | RUNNER_NO_FUSE_SWIGLU | RUNNER_NO_FUSE_ADD}};
-    *out = 0;
+        {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"none", 0},
+        {"all", RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD}};
+    *out = RUNNER_FUSE_EXACT;
+    if (!strcmp(v, "auto")) return *out = RUNNER_FUSE_AUTO, true;
     while (*v) {
         size_t len = strcspn(v, ",");
         bool ok = false;
@@ -102,7 +103,7 @@ static bool parse(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--random-weights")) o->random = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--no-graphs")) o->no_graphs = true;
-        else if (!strcmp(a, "--no-fuse") && v && parse_no_fuse(v, &o->no_fuse)) i++;
+        else if (!strcmp(a, "--fuse") && v && parse_fuse(v, &o->fuse)) i++;
         else return false;
     }
     return (o->model != NULL) != (o->arch != NULL) && (!o->arch || o->random);
@@ -171,7 +172,7 @@ int cmd_bench(int argc, char **argv)
     if (chunk < B) chunk = B;
     runner_params rp = {.max_tokens = chunk, .max_seqs = B, .n_ctx = nbps * bs, .block_size = bs,
                         .kv_blocks = (int64_t)B * nbps, .no_graphs = o.no_graphs,
-                        .no_fuse = o.no_fuse};
+                        .fuse = o.fuse};
     if (rp.n_ctx > cfg.n_ctx_train) rp.n_ctx = cfg.n_ctx_train;
     if (ctx > rp.n_ctx) {
         ai_err_set(&err, AI_ERR_RANGE, "prompt + gen = %d exceeds the model's context %d", ctx, cfg.n_ctx_train);
@@ -247,22 +248,28 @@ int cmd_bench(int argc, char **argv)
     double prefill_bound = mm_tflops > 0 ? (double)B * P / (pf_flops / (mm_tflops * 1e12)) : 0;
 
     const char *src = m ? o.model : o.arch;
+    const unsigned fu = runner_fusions(r);
+    char fuse[32];
+    snprintf(fuse, sizeof fuse, "%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
+             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "");
+    if (fu) fuse[strlen(fuse) - 1] = 0;
     if (o.json) {
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
-               "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"graphs\": %s, "
+               "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"graphs\": %s, \"fuse\": \"%s\", "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
                "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
                "\"prefill_frac_of_bound\": %.4f}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
-               o.no_graphs ? "false" : "true", load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
+               o.no_graphs ? "false" : "true", fuse, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
                step_flops, decode_bound, decode_tps / decode_bound, prefill_bound,
                prefill_bound > 0 ? prefill_tps / prefill_bound : 0);
     } else {
         printf("model      %s%s (%s weights), backend %s%s%s\n", src, m ? "" : " [random]", m ? "stored" : dtype_name(o.type),
                be.ops->name, gpu[0] ? ": " : "", gpu);
         printf("ceilings   copy %.0f GB/s (read + write), bf16 matmul %.0f TFLOP/s (measured now)\n", copy_gbs, mm_tflops);
-        printf("load       %.0f ms (weights %.2f GiB)\n", load_ms, (double)runner_weight_bytes(r) / (1 << 30));
+        printf("load       %.0f ms (weights %.2f GiB), fused into the matmuls: %s\n", load_ms,
+               (double)runner_weight_bytes(r) / (1 << 30), fuse);
         printf("prefill    %d x %d tokens: %.0f tok/s", B, P, prefill_tps);
         if (prefill_bound > 0) printf("  (compute bound %.0f tok/s: %.0f%%)", prefill_bound, 100 * prefill_tps / prefill_bound);
         printf("\ndecode     %d x %d steps: %.1f tok/s, %.3f ms/step (median)\n", B, nt, decode_tps, med);

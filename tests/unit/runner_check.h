@@ -7,7 +7,7 @@
  * After every step the logits of each sequence's last token must match model_forward run on that
  * sequence alone with a contiguous f32 cache, within rel_tol (max |diff| / max |ref|), and the
  * greedy token must be the same whenever the reference's top two logits are apart by more than the
- * tolerance. no_fuse (runner_params) picks which fused ops run separately: every combination must agree.
+ * tolerance. fuse (runner_params) picks which ops run inside the matmuls: every combination must agree.
  */
 #ifndef AIINFRA_RUNNER_CHECK_H
 #define AIINFRA_RUNNER_CHECK_H
@@ -24,7 +24,7 @@
 #define RC_NSEQ 2
 #define RC_LEN 24
 
-static void runner_check(backend *be, const char *path, bool kv_f32, double rel_tol, unsigned no_fuse)
+static void runner_check(backend *be, const char *path, bool kv_f32, double rel_tol, unsigned fuse)
 {
     ai_err err = {0};
     model *m = NULL;
@@ -32,7 +32,7 @@ static void runner_check(backend *be, const char *path, bool kv_f32, double rel_
     const model_config *c = &m->cfg;
     runner *r = NULL;
     runner_params rp = {.max_tokens = 16, .max_seqs = 4, .n_ctx = 64, .block_size = 4, .kv_blocks = 40,
-                        .kv_f32 = kv_f32, .no_fuse = no_fuse};
+                        .kv_f32 = kv_f32, .fuse = fuse};
     if (runner_init(&r, be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("runner_init: %s", err.msg);
     model_ctx *ref[RC_NSEQ];
     for (int s = 0; s < RC_NSEQ; s++) {
@@ -100,8 +100,8 @@ static void runner_check(backend *be, const char *path, bool kv_f32, double rel_
             done[s] += plan[st][s];
         }
     }
-    printf("  %s (%s, kv %s, no_fuse %u): worst relative logit error %.2g over %zu steps\n", path, be->ops->name,
-           kv_f32 ? "f32" : "f16", no_fuse, worst, sizeof plan / sizeof plan[0]);
+    printf("  %s (%s, kv %s, fuse %u): worst relative logit error %.2g over %zu steps\n", path, be->ops->name,
+           kv_f32 ? "f32" : "f16", fuse, worst, sizeof plan / sizeof plan[0]);
     free(logits);
     for (int s = 0; s < RC_NSEQ; s++) model_ctx_free(ref[s]);
     runner_free(r);

@@ -13,8 +13,9 @@ static void test_cpu_runner_matches_forward(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (unsigned f = 0; f < 8; f++) /* every combination of RUNNER_NO_FUSE_* */
-        for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], true, 1e-4, f);
+    for (unsigned f = 0; f < 9; f++) /* every combination of RUNNER_FUSE_*, then AUTO */
+        for (int i = 0; runner_check_models[i]; i++)
+            runner_check(&be, runner_check_models[i], true, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);
     backend_free(&be);
 }
 

@@ -8,20 +8,25 @@
  *  - wgmma (HGMMA) runs a 64 x N x 16 product per warpgroup instruction at about twice mma.sync's
  *    per-SM rate, reading Q and K straight from shared memory: no ldmatrix, no fragment address math
  *    (the GEMM ladder went 327 -> 498 TFLOP/s from v7 to v8 on the same change).
- *  - TMA: one thread issues each K / V tile (d/64 boxes of 128 rows x 128 bytes, 128-byte swizzle,
+ *  - TMA: one thread issues each K / V tile (d/64 boxes of BN rows x 128 bytes, 128-byte swizzle,
  *    the layout wgmma reads conflict-free) and the bytes complete on an mbarrier; the 256 consumer
  *    threads spend no issue slots or registers on loads. Warp specialisation: warps 0-7 are two
- *    consumer warpgroups, warp 8 the producer (288 threads; __maxnreg__(224): ptxas allocates the
- *    S, P and O fragments of 64 rows x 128 keys x d = 128 without spilling, 205 registers at d = 128,
- *    164 at d = 64, and 288 x 224 fits the register file).
+ *    consumer warpgroups, warpgroup 2 the producer (384 threads, one of them issuing). Registers: the
+ *    register file is four sub-partitions of 16384, one per warp scheduler, and warps are dealt to
+ *    them round robin, so any block of 9-12 warps is capped at 168 per thread (a first version with
+ *    288 threads at 205 registers failed to launch: "too many resources requested"). ptxas
+ *    allocates the whole kernel at that cap (setmaxnreg, which moves registers from the producer
+ *    group to the consumers at run time, did not change its allocation: 256 bytes of spills), so
+ *    at d = 128 the key tile is BN = 64 (O 64 + S 32 + P 16 registers, 168 used, no spills); at
+ *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays: it costs nothing.
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
- *    __syncthreads in the loop). d = 128: 2 stages of 64 KiB, d = 64: 4 stages of 32 KiB.
+ *    __syncthreads in the loop). 4 stages, each a 16 KiB K tile and a 16 KiB V tile.
  *  - Intra-warpgroup pipelining (FA3's algorithm 2): in iteration j a warpgroup issues S_j = Q K_j^T
  *    and O += P_{j-1} V_{j-1} back to back, waits only for S_j, and computes the softmax of S_j
  *    (max, exp2, row sums; P_j stays fp32 in the S registers) while the tensor core still runs
- *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16. The two consumer warpgroups (64 query rows
- *    each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
+ *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16.
+ *    The two consumer warpgroups (64 query rows each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
  *    matmuls is mostly hidden behind wgmma.
  *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
  *    pass the turn), so one group's softmax runs while the tensor core works on the other's block.
@@ -46,15 +51,19 @@
 #include "kernels/gemm/gemm_hopper.cuh"
 
 #define FA3_BM 128 /* query rows per CTA: 64 per consumer warpgroup */
-#define FA3_BN 128 /* keys per tile */
-#define FA3_THREADS 288 /* 2 consumer warpgroups + 1 producer warp */
+#define FA3_THREADS 384 /* 2 consumer warpgroups + 1 producer warpgroup (one thread of it issues TMA) */
+#define FA3_REG_CONSUMER 232 /* setmaxnreg: per SM sub-partition one warp of each group, */
+#define FA3_REG_PRODUCER 40  /* (232 + 232 + 40) x 32 = 16128 of its 16384 registers */
 #define FA3_LOG2E 1.4426950408889634f
 #define FA3_LN2 0.6931471805599453f
 
+/* BN keys per tile: 128 at d = 64; 64 at d = 128, where the per-thread O (64 floats), S (BN / 2) and
+ * packed P (BN / 4) must fit ptxas's 168-register cap of a 384-thread block (see the header). */
 template <int D> struct fa3_cfg {
-    static constexpr int NS = D == 128 ? 2 : 4;             /* K/V stages */
+    static constexpr int BN = D == 128 ? 64 : 128;
+    static constexpr int NS = 4;                            /* K/V stages */
     static constexpr int Q_BYTES = FA3_BM * D * 2;          /* D/64 boxes of BM rows x 128 bytes */
-    static constexpr int KV_BYTES = FA3_BN * D * 2;         /* one K (or V) tile: D/64 boxes of BN rows */
+    static constexpr int KV_BYTES = BN * D * 2;             /* one K (or V) tile: D/64 boxes of BN rows */
     static constexpr int BAR_OFF = Q_BYTES + 2 * NS * KV_BYTES;
     static constexpr int SMEM = BAR_OFF + (3 + 3 * NS) * 8 + 1024; /* + barriers + alignment slack */
 };
@@ -95,13 +104,14 @@ static __device__ __forceinline__ uint32_t fa3_pack(float lo, float hi)
  * and returns the O rescale factors c. It writes only s (the S accumulators, whose wgmma is done) and
  * scalars: writing the P V wgmma's A registers while that wgmma is in flight makes ptxas serialise
  * the wgmmas (C7513), so the bf16 packing (fa3_pack_p) comes after its wait. */
+template <int BN>
 static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l, float *c, float scale2, int kbase,
                                                    int grow0, int s_len, int causal, bool need_mask)
 {
     const int q = threadIdx.x & 3;
     if (need_mask) {
 #pragma unroll
-        for (int j = 0; j < 16; j++)
+        for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = kbase + 8 * j + 2 * q + (e & 1), row = grow0 + (e < 2 ? 0 : 8);
@@ -110,7 +120,7 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
     }
     float mx[2] = { -INFINITY, -INFINITY };
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < BN / 8; j++) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
         mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
     }
@@ -126,7 +136,7 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         l[r] *= c[r];
     }
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
         for (int e = 0; e < 4; e++) s[4 * j + e] = fa3_ex2(fmaf(s[4 * j + e], scale2, -ms[e >> 1]));
         l[0] += s[4 * j] + s[4 * j + 1];
@@ -136,10 +146,10 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
 
 /* P (fp32, in the S accumulator layout) -> bf16 A fragments of the P V wgmma: keys 16 kk + 2q (+8 for
  * the odd 8-key block j) give a0 / a1 (rows r0 / r0 + 8), a2 / a3 for the upper 8 keys. */
-static __device__ __forceinline__ void fa3_pack_p(const float *s, uint32_t (*p)[4])
+template <int BN> static __device__ __forceinline__ void fa3_pack_p(const float *s, uint32_t (*p)[4])
 {
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < BN / 8; j++) {
         p[j >> 1][(j & 1) * 2] = fa3_pack(s[4 * j], s[4 * j + 1]);
         p[j >> 1][(j & 1) * 2 + 1] = fa3_pack(s[4 * j + 2], s[4 * j + 3]);
     }
@@ -147,13 +157,13 @@ static __device__ __forceinline__ void fa3_pack_p(const float *s, uint32_t (*p)[
 
 
 template <int D>
-__global__ void __maxnreg__(224)
+__global__ void __launch_bounds__(FA3_THREADS, 1)
     attn_fa3_fwd(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, gbf *__restrict__ O, float *__restrict__ lse, int s_len,
                  float scale2, int causal, int pingpong)
 {
     typedef fa3_cfg<D> C;
-    constexpr int NS = C::NS, KB = D / 64; /* 64-column boxes per row */
+    constexpr int NS = C::NS, BN = C::BN, KB = D / 64; /* 64-column boxes per row */
     extern __shared__ unsigned char fa3_raw[];
     unsigned char *smem = smem_base(fa3_raw);
     unsigned char *Qs = smem, *Ks = smem + C::Q_BYTES, *Vs = Ks + NS * C::KV_BYTES;
@@ -166,7 +176,7 @@ __global__ void __maxnreg__(224)
     const int row0 = qt * FA3_BM, z = blockIdx.x;
     const int hrow = z * s_len; /* the head's first row in the (b*h*s, D) tensor maps */
     const int kv_len = causal ? min(s_len, row0 + FA3_BM) : s_len;
-    const int n_kt = (kv_len + FA3_BN - 1) / FA3_BN;
+    const int n_kt = (kv_len + BN - 1) / BN;
 
     if (tid == 0) {
         mbar_init(qbar, 1);
@@ -176,7 +186,8 @@ __global__ void __maxnreg__(224)
     }
     __syncthreads();
 
-    if (wg == 2) { /* producer warp: one thread issues every TMA copy */
+    if (wg == 2) { /* producer warpgroup: gives its registers to the consumers; one thread issues every TMA copy */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_PRODUCER));
         if (tid == 256) {
             mbar_expect_tx(qbar, C::Q_BYTES);
             for (int c = 0; c < KB; c++) tma_load(Qs + c * FA3_BM * 128, &tq, c * 64, hrow + row0, qbar);
@@ -185,15 +196,16 @@ __global__ void __maxnreg__(224)
                 mbar_wait(&empty[st], ((j / NS) & 1) ^ 1); /* the first round passes at once */
                 unsigned char *k = Ks + st * C::KV_BYTES, *v = Vs + st * C::KV_BYTES;
                 mbar_expect_tx(&full_k[st], C::KV_BYTES);
-                for (int c = 0; c < KB; c++) tma_load(k + c * FA3_BN * 128, &tk, c * 64, hrow + j * FA3_BN, &full_k[st]);
+                for (int c = 0; c < KB; c++) tma_load(k + c * BN * 128, &tk, c * 64, hrow + j * BN, &full_k[st]);
                 mbar_expect_tx(&full_v[st], C::KV_BYTES);
-                for (int c = 0; c < KB; c++) tma_load(v + c * FA3_BN * 128, &tv, c * 64, hrow + j * FA3_BN, &full_v[st]);
+                for (int c = 0; c < KB; c++) tma_load(v + c * BN * 128, &tv, c * 64, hrow + j * BN, &full_v[st]);
             }
         }
         return;
     }
 
     /* consumers */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_CONSUMER));
     const int cw = wg, wtid = tid & 127, warp = wtid >> 5, lane = tid & 31;
     const int wrow = row0 + cw * 64 + warp * 16; /* the warp's first query row */
     const int grow0 = wrow + (lane >> 2);        /* this thread's rows: grow0, grow0 + 8 */
@@ -201,8 +213,8 @@ __global__ void __maxnreg__(224)
     auto k_addr = [&](int st) { return sm(Ks + st * C::KV_BYTES); };
     auto v_addr = [&](int st) { return sm(Vs + st * C::KV_BYTES); };
     auto need_mask = [&](int j) {
-        const int kb = j * FA3_BN;
-        return kb + FA3_BN > s_len || (causal && kb + FA3_BN - 1 > wrow);
+        const int kb = j * BN;
+        return kb + BN > s_len || (causal && kb + BN - 1 > wrow);
     };
     /* S = Q K_j^T: D/16 k-steps; step kk is in box kk/4 at byte 32 (kk%4) of each 128-byte row */
     auto issue_s = [&](float *sacc, int st) {
@@ -211,18 +223,21 @@ __global__ void __maxnreg__(224)
         const uint64_t qd = gdesc(q_addr, 16, 1024), kd = gdesc(k_addr(st), 16, 1024);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            fa3_ss_n128_t0(sacc, qd + (((kk >> 2) * FA3_BM * 128 + (kk & 3) * 32) >> 4),
-                           kd + (((kk >> 2) * FA3_BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint64_t a = qd + (((kk >> 2) * FA3_BM * 128 + (kk & 3) * 32) >> 4),
+                           b = kd + (((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
+            if (BN == 128) fa3_ss_n128_t0(sacc, a, b, kk > 0);
+            else fa3_ss_n64_t0(sacc, a, b, kk > 0);
+        }
         wgmma_commit();
     };
     /* O += P V_j: BN/16 k-steps of 16 keys (16 rows x 128 bytes = 2048 bytes); the D columns are KB
      * boxes of BN rows (LBO = BN * 128 bytes apart) */
     auto issue_pv = [&](float *oacc, uint32_t (*pf)[4], int st) {
-        const uint64_t vd = gdesc(v_addr(st), FA3_BN * 128, 1024);
+        const uint64_t vd = gdesc(v_addr(st), BN * 128, 1024);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < FA3_BN / 16; kk++) {
+        for (int kk = 0; kk < BN / 16; kk++) {
             const uint64_t b = vd + ((kk * 2048) >> 4);
             if (D == 128) fa3_rs_n128(oacc, pf[kk], b, 1);
             else fa3_rs_n64(oacc, pf[kk], b, 1);
@@ -246,12 +261,12 @@ __global__ void __maxnreg__(224)
     };
     if (pingpong && cw == 1 && lane == 0) mbar_arrive(&turn[0]);
 
-    float o[D / 2], sacc[64], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.f, 0.f }, c[2];
-    uint32_t p[FA3_BN / 16][4];
+    float o[D / 2], sacc[BN / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.f, 0.f }, c[2];
+    uint32_t p[BN / 16][4];
 #pragma unroll
     for (int i = 0; i < D / 2; i++) o[i] = 0.f;
 #pragma unroll
-    for (int i = 0; i < 64; i++) sacc[i] = 0.f;
+    for (int i = 0; i < BN / 2; i++) sacc[i] = 0.f;
 
     mbar_wait(qbar, 0);
     mbar_wait(&full_k[0], 0);
@@ -259,29 +274,29 @@ __global__ void __maxnreg__(224)
     issue_s(sacc, 0);
     turn_pass();
     wgmma_wait<0>();
-    fa3_pin<64>(sacc);
-    fa3_softmax(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0));
-    fa3_pack_p(sacc, p);
+    fa3_pin<BN / 2>(sacc);
+    fa3_softmax<BN>(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0));
+    fa3_pack_p<BN>(sacc, p);
 
     for (int j = 1; j < n_kt; j++) {
         const int st = j % NS, pst = (j - 1) % NS;
         mbar_wait(&full_k[st], (j / NS) & 1);
         /* every non-wgmma write to the registers both wgmmas use (softmax, rescale, P copy) is
          * pinned before the first fence: none may land inside the pipeline stage */
-        fa3_pin<64>(sacc);
+        fa3_pin<BN / 2>(sacc);
         fa3_pin<D / 2>(o);
-        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        fa3_pin<BN / 4>(&p[0][0]);
         mbar_wait(&full_v[pst], ((j - 1) / NS) & 1);
         turn_wait();
         issue_s(sacc, st);
         issue_pv(o, p, pst);
         turn_pass();
         wgmma_wait<1>(); /* S_j done; P_{j-1} V_{j-1} may still run */
-        fa3_pin<64>(sacc);
-        fa3_softmax(sacc, m, l, c, scale2, j * FA3_BN, grow0, s_len, causal, need_mask(j));
+        fa3_pin<BN / 2>(sacc);
+        fa3_softmax<BN>(sacc, m, l, c, scale2, j * BN, grow0, s_len, causal, need_mask(j));
         wgmma_wait<0>();
         fa3_pin<D / 2>(o);
-        fa3_pin<FA3_BN / 4>(&p[0][0]); /* the in-flight wgmma read p until here */
+        fa3_pin<BN / 4>(&p[0][0]); /* the in-flight wgmma read p until here */
         if (lane == 0) mbar_arrive(&empty[pst]);
 #pragma unroll
         for (int i = 0; i < D / 8; i++) {
@@ -290,19 +305,19 @@ __global__ void __maxnreg__(224)
             o[4 * i + 2] *= c[1];
             o[4 * i + 3] *= c[1];
         }
-        fa3_pack_p(sacc, p);
+        fa3_pack_p<BN>(sacc, p);
     }
     {
         const int pst = (n_kt - 1) % NS;
         mbar_wait(&full_v[pst], ((n_kt - 1) / NS) & 1);
         fa3_pin<D / 2>(o);
-        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        fa3_pin<BN / 4>(&p[0][0]);
         turn_wait();
         issue_pv(o, p, pst);
         turn_pass();
         wgmma_wait<0>();
         fa3_pin<D / 2>(o);
-        fa3_pin<FA3_BN / 4>(&p[0][0]);
+        fa3_pin<BN / 4>(&p[0][0]);
         if (lane == 0) mbar_arrive(&empty[pst]);
     }
 
@@ -333,8 +348,8 @@ template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int 
         return (int)cudaErrorNotSupported;
     CUtensorMap tq, tk, tv;
     cudaError_t e = tmap_2d(&tq, a->q, (int)rows, D, FA3_BM);
-    if (e == cudaSuccess) e = tmap_2d(&tk, a->k, (int)rows, D, FA3_BN);
-    if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, FA3_BN);
+    if (e == cudaSuccess) e = tmap_2d(&tk, a->k, (int)rows, D, fa3_cfg<D>::BN);
+    if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, fa3_cfg<D>::BN);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_fa3_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa3_cfg<D>::SMEM);
     if (e != cudaSuccess) return (int)e;
