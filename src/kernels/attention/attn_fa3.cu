@@ -19,6 +19,10 @@
  *    group to the consumers at run time, did not change its allocation: 256 bytes of spills), so
  *    at d = 128 the key tile is BN = 64 (O 64 + S 32 + P 16 registers, 168 used, no spills); at
  *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays: it costs nothing.
+ *  - v4c (IN = 1): no producer warpgroup, 256 threads (202 registers at d 128 with 128-key tiles,
+ *    3 stages of 64 KiB); thread 0 issues the TMA loads, refilling a stage once both groups have
+ *    released it. Measured 2026-12-04 (H200, b4 h32 s4096 d128): causal 455 vs v4's 452 TFLOP/s,
+ *    non-causal 457 vs 485: neither the producer warpgroup nor the 64-key tile is what limits v4.
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
  *    __syncthreads in the loop). 4 stages, each a 16 KiB K tile and a 16 KiB V tile.
@@ -57,11 +61,14 @@
 #define FA3_LOG2E 1.4426950408889634f
 #define FA3_LN2 0.6931471805599453f
 
-/* BN keys per tile: 128 at d = 64; 64 at d = 128, where the per-thread O (64 floats), S (BN / 2) and
- * packed P (BN / 4) must fit ptxas's 168-register cap of a 384-thread block (see the header). */
-template <int D> struct fa3_cfg {
-    static constexpr int BN = D == 128 ? 64 : 128;
-    static constexpr int NS = 4;                            /* K/V stages */
+/* IN = 0 (v4, v4b): a producer warpgroup, 384 threads; BN keys per tile: 128 at d = 64, 64 at d = 128,
+ * where the per-thread O (64 floats), S (BN / 2) and packed P (BN / 4) must fit ptxas's 168-register
+ * cap of a 384-thread block (see the header). IN = 1 (v4c): no producer warpgroup, 256 threads, so up
+ * to 255 registers and 128-key tiles at both head dims; d 128 then has room for 3 stages of 64 KiB. */
+template <int D, int IN> struct fa3_cfg {
+    static constexpr int THREADS = IN ? 256 : FA3_THREADS;
+    static constexpr int BN = D == 128 && !IN ? 64 : 128;
+    static constexpr int NS = D == 128 && IN ? 3 : 4;       /* K/V stages */
     static constexpr int Q_BYTES = FA3_BM * D * 2;          /* D/64 boxes of BM rows x 128 bytes */
     static constexpr int KV_BYTES = BN * D * 2;             /* one K (or V) tile: D/64 boxes of BN rows */
     static constexpr int BAR_OFF = Q_BYTES + 2 * NS * KV_BYTES;
@@ -156,13 +163,13 @@ template <int BN> static __device__ __forceinline__ void fa3_pack_p(const float 
 }
 
 
-template <int D>
-__global__ void __launch_bounds__(FA3_THREADS, 1)
+template <int D, int IN>
+__global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
     attn_fa3_fwd(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, gbf *__restrict__ O, float *__restrict__ lse, int s_len,
                  float scale2, int causal, int pingpong)
 {
-    typedef fa3_cfg<D> C;
+    typedef fa3_cfg<D, IN> C;
     constexpr int NS = C::NS, BN = C::BN, KB = D / 64; /* 64-column boxes per row */
     extern __shared__ unsigned char fa3_raw[];
     unsigned char *smem = smem_base(fa3_raw);
@@ -186,26 +193,40 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
     }
     __syncthreads();
 
-    if (wg == 2) { /* producer warpgroup: gives its registers to the consumers; one thread issues every TMA copy */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_PRODUCER));
-        if (tid == 256) {
-            mbar_expect_tx(qbar, C::Q_BYTES);
-            for (int c = 0; c < KB; c++) tma_load(Qs + c * FA3_BM * 128, &tq, c * 64, hrow + row0, qbar);
-            for (int j = 0; j < n_kt; j++) {
-                const int st = j % NS;
-                mbar_wait(&empty[st], ((j / NS) & 1) ^ 1); /* the first round passes at once */
-                unsigned char *k = Ks + st * C::KV_BYTES, *v = Vs + st * C::KV_BYTES;
-                mbar_expect_tx(&full_k[st], C::KV_BYTES);
-                for (int c = 0; c < KB; c++) tma_load(k + c * BN * 128, &tk, c * 64, hrow + j * BN, &full_k[st]);
-                mbar_expect_tx(&full_v[st], C::KV_BYTES);
-                for (int c = 0; c < KB; c++) tma_load(v + c * BN * 128, &tv, c * 64, hrow + j * BN, &full_v[st]);
+    /* the TMA issue of Q, and of K / V tile j once its stage is free (the first round passes at once) */
+    auto load_q = [&]() {
+        mbar_expect_tx(qbar, C::Q_BYTES);
+        for (int c = 0; c < KB; c++) tma_load(Qs + c * FA3_BM * 128, &tq, c * 64, hrow + row0, qbar);
+    };
+    auto load_kv = [&](int j) {
+        const int st = j % NS;
+        mbar_wait(&empty[st], ((j / NS) & 1) ^ 1);
+        unsigned char *k = Ks + st * C::KV_BYTES, *v = Vs + st * C::KV_BYTES;
+        mbar_expect_tx(&full_k[st], C::KV_BYTES);
+        for (int c = 0; c < KB; c++) tma_load(k + c * BN * 128, &tk, c * 64, hrow + j * BN, &full_k[st]);
+        mbar_expect_tx(&full_v[st], C::KV_BYTES);
+        for (int c = 0; c < KB; c++) tma_load(v + c * BN * 128, &tv, c * 64, hrow + j * BN, &full_v[st]);
+    };
+    if constexpr (!IN) {
+        if (wg == 2) { /* producer warpgroup: gives its registers to the consumers; one thread issues every TMA copy */
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_PRODUCER));
+            if (tid == 256) {
+                load_q();
+                for (int j = 0; j < n_kt; j++) load_kv(j);
             }
+            return;
         }
-        return;
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_CONSUMER));
+    } else {
+        /* v4c: thread 0 fills the whole ring up front; the loop refills each stage after both groups
+         * release it (below) */
+        if (tid == 0) {
+            load_q();
+            for (int j = 0; j < min(NS, n_kt); j++) load_kv(j);
+        }
     }
 
     /* consumers */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FA3_REG_CONSUMER));
     const int cw = wg, wtid = tid & 127, warp = wtid >> 5, lane = tid & 31;
     const int wrow = row0 + cw * 64 + warp * 16; /* the warp's first query row */
     const int grow0 = wrow + (lane >> 2);        /* this thread's rows: grow0, grow0 + 8 */
@@ -298,6 +319,10 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
         fa3_pin<D / 2>(o);
         fa3_pin<BN / 4>(&p[0][0]); /* the in-flight wgmma read p until here */
         if (lane == 0) mbar_arrive(&empty[pst]);
+        if constexpr (IN) { /* v4c: refill the stage just released with tile j - 1 + NS once the other group is done with it too */
+            if (tid == 0 && j - 1 + NS < n_kt) load_kv(j - 1 + NS);
+            __syncwarp();
+        }
 #pragma unroll
         for (int i = 0; i < D / 8; i++) {
             o[4 * i] *= c[0];
@@ -341,30 +366,32 @@ __global__ void __launch_bounds__(FA3_THREADS, 1)
     }
 }
 
-template <int D> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
+template <int D, int IN> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
 {
     const int64_t rows = (int64_t)a->b * a->h * a->s;
     if (rows > INT_MAX || attn_cdiv(a->s, FA3_BM) > 65535 || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
         return (int)cudaErrorNotSupported;
     CUtensorMap tq, tk, tv;
     cudaError_t e = tmap_2d(&tq, a->q, (int)rows, D, FA3_BM);
-    if (e == cudaSuccess) e = tmap_2d(&tk, a->k, (int)rows, D, fa3_cfg<D>::BN);
-    if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, fa3_cfg<D>::BN);
+    typedef fa3_cfg<D, IN> C;
+    if (e == cudaSuccess) e = tmap_2d(&tk, a->k, (int)rows, D, C::BN);
+    if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, C::BN);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_fa3_fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa3_cfg<D>::SMEM);
+        e = cudaFuncSetAttribute(attn_fa3_fwd<D, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     if (e != cudaSuccess) return (int)e;
     dim3 grid((unsigned)(a->b * a->h), (unsigned)attn_cdiv(a->s, FA3_BM));
-    attn_fa3_fwd<D><<<grid, FA3_THREADS, fa3_cfg<D>::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s, a->scale * FA3_LOG2E,
-                                                         a->causal, pingpong);
+    attn_fa3_fwd<D, IN><<<grid, C::THREADS, C::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s,
+                                                             a->scale * FA3_LOG2E, a->causal, pingpong);
     return (int)cudaGetLastError();
 }
 
-static int fa3_run(void *stream, const attn_args *a, int pingpong)
+template <int IN> static int fa3_run(void *stream, const attn_args *a, int pingpong)
 {
     if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
-    return a->d == 64 ? fa3_launch<64>((cudaStream_t)stream, a, pingpong)
-                      : fa3_launch<128>((cudaStream_t)stream, a, pingpong);
+    return a->d == 64 ? fa3_launch<64, IN>((cudaStream_t)stream, a, pingpong)
+                      : fa3_launch<128, IN>((cudaStream_t)stream, a, pingpong);
 }
 
-int attn_v4_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 0); }
-int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run(stream, a, 1); }
+int attn_v4_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, 0); }
+int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, 1); }
+int attn_v4c_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, 0); }

@@ -43,5 +43,6 @@ size_t attn_v3b_work(const attn_args *a);
 int attn_v3b_run(void *s, const attn_args *a);
 int attn_v4_run(void *s, const attn_args *a); /* attn_fa3.cu */
 int attn_v4b_run(void *s, const attn_args *a);
+int attn_v4c_run(void *s, const attn_args *a);
 
 #endif

@@ -9,6 +9,8 @@
  *                  registers), TMA into a K/V ring with mbarriers, a producer warp, 2 consumer
  *                  warpgroups x 64 rows, softmax of tile j overlapped with the P V wgmma of tile j-1
  *   v4b_fa3_pingpong  v4 + the two warpgroups take turns issuing their wgmma blocks (FA3 ping-pong)
+ *   v4c_fa3_inline v4 without the producer warpgroup (256 threads: up to 255 registers, so 128-key
+ *                  tiles at d 128 too); one consumer thread refills each stage once both groups free it
  *   v3_backend     the CUDA backend's FA2 prefill (f16 cache, f32 Q/O) called through cuk_attention on
  *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
  *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
@@ -29,6 +31,8 @@ extern "C" const attn_version attn_versions[] = {
       no_work, attn_v4_run },
     { "v4b_fa3_pingpong", "v4 + ping-pong: the 2 consumer warpgroups take turns issuing wgmma (softmax under the other's MMA)",
       0, 1, no_work, attn_v4b_run },
+    { "v4c_fa3_inline", "v4 with no producer warpgroup: 256 threads (255 registers), 128-key tiles at d 128, TMA issued by a consumer",
+      0, 1, no_work, attn_v4c_run },
     { "v3_backend", "backend FA2 prefill via cuk_attention (f16 K/V, f32 Q/O, conversions timed), causal", 0, 0,
       attn_vbe_work, attn_vbe_run },
     { "v1_naive_bwd", "P, dP, dS as (s,s) fp32 in memory; 5 naive GEMMs", 1, 0, attn_v1b_work, attn_v1b_run },
