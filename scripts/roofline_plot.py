@@ -9,7 +9,7 @@ Output: PNG or SVG (by the extension of --out).
 x = arithmetic intensity (FLOP per byte of minimum traffic), y = achieved GFLOP/s, both log scale.
 Ceilings, both measured in the same run as the points: the memory roof y = copy_gbps * x (GB/s times
 FLOP/byte = GFLOP/s) and, when given, the GEMM rate as a flat line; the roofline is their minimum.
-Each version is a labelled point (op/version, shape). A point on the slanted roof is bandwidth-bound
+Each version is a point coloured by operator; the fastest version of each (op, shape) is labelled. A point on the slanted roof is bandwidth-bound
 at the copy ceiling; the vertical gap below the roof is what is left.
 """
 import argparse
@@ -33,7 +33,7 @@ def load(path):
         label = f"{v.get('op', '?')}/{v.get('version', '?')}"
         if v.get("shape"):
             label += f" {v['shape']}"
-        pts.append((float(ai), float(gf), label, v.get("op", "?")))
+        pts.append((float(ai), float(gf), label, v.get("op", "?"), v.get("shape", "")))
     gemm = data.get("gemm_gflops")
     if gemm is not None and (not isinstance(gemm, (int, float)) or gemm <= 0):
         raise ValueError(f"{path}: 'gemm_gflops' must be a positive number or null")
@@ -58,9 +58,19 @@ def plot(device, bw, gemm, pts, out):
         ax.plot(grid, [min(m, gemm) for m in mem], "k-", lw=2, label="roofline")
         ax.plot(grid, [gemm] * len(grid), "k:", lw=1, label=f"GEMM rate {gemm / 1e3:.0f} TFLOP/s")
     ax.plot(grid, mem, "k--", lw=1, label=f"copy bandwidth {bw:.0f} GB/s")
-    markers = {"reduce": "o", "softmax": "s"}
-    for x, y, label, op in pts:
-        ax.plot([x], [y], markers.get(op, "^"), ms=6)
+    # one colour and marker per operator; only the fastest version of each (op, shape) is labelled,
+    # the other rungs of its ladder sit below it at the same intensity
+    markers = ["o", "s", "^", "D", "v", "P", "X"]
+    ops = sorted({p[3] for p in pts})
+    best = {}
+    for p in pts:
+        if p[1] > best.get((p[3], p[4]), (0, 0, ""))[1]:
+            best[(p[3], p[4])] = p
+    for i, op in enumerate(ops):
+        mine = [p for p in pts if p[3] == op]
+        ax.plot([p[0] for p in mine], [p[1] for p in mine], markers[i % len(markers)], ms=5, alpha=0.7,
+                color=f"C{i}", label=op, linestyle="none")
+    for x, y, label, op, shape in best.values():
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 3), fontsize=6)
     ax.set_xscale("log")
     ax.set_yscale("log")
