@@ -6,64 +6,64 @@
  * group. Its split is keys [split * chunk, +chunk) of the sequence; CTAs whose split starts at or
  * beyond seq_len exit (the grid comes from max_seq_len).
  *
- * Why this version (round 2) should be faster than the round-1 kernel (fp32 CUDA-core dots,
- * 2-stage cp.async of 16-key tiles per warp, 3 CTAs/SM; measured 58% of copy at 1 x 32k, 71% at
- * 8 x 8k). Nothing here was measured yet; the reasoning:
- *  1. Issue pressure, not bytes in flight, was the limit. Per key and kv head (512 bytes at d 128)
- *     the old kernel spent ~60 warp instructions (G x D FMAs for Q.K and again for P.V, f16->f32
- *     conversions, float4 q reads from shared memory, shuffles). HBM3e at 4.2 TB/s over 132 SMs
- *     is ~16 B per SM cycle, i.e. one key per 32 cycles per SM: ~2 of the 4 issue slots per cycle,
- *     with only 3 warps per scheduler to hide FMA chains, shared-memory latency and the cp.async
- *     waits. Here the group is the M dimension of mma.sync m16n8k16 (heads padded to 16 rows,
+ * Measured (2026-12-04, H200, copy ceiling 4,267 GB/s, `aiinfra kernels bench decode`, Llama-3-8B
+ * heads 32/8, d 128, f16 KV, 16-token blocks in random order, L2 evicted by a read pass before each
+ * call; round 2 -> this version):
+ *   b1 x 1024    11.4 ->  8.5 us    370 ->   496 GB/s   8.7% -> 11.6% (latency-bound)
+ *   b1 x 8192    17.8 -> 16.2 us   1884 ->  2072 GB/s  44.5% -> 48.6%
+ *   b1 x 32768   51.2 -> 43.6 us   2622 ->  3079 GB/s  61.9% -> 72.2%
+ *   b8 x 8192    88.6 -> 74.6 us   3032 ->  3602 GB/s  71.6% -> 84.4%
+ *   b64 x 2048  163.8 -> 138.8 us  3291 ->  3883 GB/s  77.7% -> 91.0%
+ * Error vs a double reference 4e-4 .. 6e-4 of the row's max |o| (bound 5e-3).
+ *
+ * Design (round 3; round 2 = the same MMA core fed by 16-byte cp.async, 51.2 us = 62% at 1 x 32k):
+ *  1. Tensor cores. The group is the M dimension of mma.sync m16n8k16 (heads padded to 16 rows,
  *     padding rows have q = 0): per 16-key tile a warp issues 16 MMAs for S = Q K^T (K through
  *     non-transposed ldmatrix: the col-major B fragment), 16 for O += P V (V through
  *     ldmatrix.trans, P repacked from the S accumulators as the A fragment, as in FA2), 2 x D/16
- *     ldmatrix.x4 and ~70 softmax/rescale instructions: ~12 instructions per key, 5x fewer. The
- *     16-row padding wastes tensor-core work (4x at G = 4), which is free: ~8 KFLOP per 512 bytes
- *     is ~65 TFLOP/s at full bandwidth, a tenth of what mma.sync sustains. No f16->f32 conversion
- *     of K or V at all (the tensor cores read f16).
- *  2. Bytes in flight: each warp owns an NS-stage ring of 16-key tiles (K and V, 8 KB at d 128)
- *     and keeps NS - 1 tiles loading while it computes one. d 128: NS = 3, 96 KB of shared memory
- *     per CTA, 2 CTAs (8 warps) per SM, 2 x 8 KB x 8 = 128 KB in flight per SM; d 64: NS = 4, 64 KB
- *     per CTA, 3 CTAs per SM, 12 x 3 x 4 KB = 144 KB. Little's law for ~4.2 TB/s at ~1 us of
- *     loaded latency needs ~32 KB per SM; the 40-64 KB rule of thumb is met twice over. (TMA bulk
- *     copies were considered: a 16-token paged block of one kv head is NOT contiguous, its rows are
- *     n_kv * d * 2 bytes apart, so it would need a tiled tensor map built on the host per cache;
- *     16-byte cp.async with all NS - 1 tiles in flight reaches the same bytes in flight.)
- *  3. Block-table latency off the issue path: each lane looks up the cache row of its key of the
- *     NEXT tile it will issue one iteration ahead (the old kernel did a dependent global load of
- *     the table right before its cp.async). A lane pair copies one key's rows (two 16-byte chunks
- *     side by side: whole 32-byte sectors per instruction), so a tile's copies are CH cp.async per
- *     lane with immediate offsets, ~2 instructions each.
- *  4. Q is rounded to f16 once (A fragments in registers for the whole loop); scores are scaled by
+ *     ldmatrix.x4 and ~70 softmax/rescale instructions. The 16-row padding wastes tensor-core work
+ *     (4x at G = 4), which is free: ~65 TFLOP/s at full bandwidth. No f16->f32 conversion of K, V.
+ *  2. Bulk (TMA, non-tensor) copies. A paged row of one kv head (D * 2 = 256 contiguous bytes at
+ *     d 128) is one cp.async.bulk completing on the stage's mbarrier: 32 copies per 16-key tile
+ *     (lane l < 16 the K row of key l, lane 16 + l its V row). A read-only microbenchmark of
+ *     exactly this access pattern (random 16-token blocks, 4 warps x 3 stages, 2 CTAs per SM)
+ *     streamed 128 MB at 3,972 GB/s with bulk copies and at 2,895 GB/s with the 16-byte cp.async
+ *     the round-2 kernel used (5 stages per warp: 3,080): the per-thread copies, not the scattered
+ *     layout (sequential blocks: +3%), capped the kernel. Bulk copies cannot swizzle, so smem rows
+ *     are padded to D + 8 halves: the 8 rows of an ldmatrix phase then fall in distinct banks.
+ *  3. Bytes in flight: each warp owns an NS-stage ring and keeps NS - 1 tiles loading while it
+ *     computes one. d 128: NS = 3, 102 KB per CTA, 2 CTAs (8 warps) per SM, 128 KB in flight per
+ *     SM; d 64: NS = 4, 72 KB per CTA, 3 CTAs per SM.
+ *  4. Short dependent chains at small contexts: the block-table entries of the first NS - 1 tiles
+ *     are loaded speculatively (any key below max_seq_len is inside the table) in the same round
+ *     trip as seq_len, q is loaded after the first copies are issued, splits go down to 64 keys
+ *     (one tile per warp) so 1 x 1k spreads over 128 CTAs, and the last-CTA merge is one pass (a
+ *     thread loads (m, l, its float4 column) of 16 splits at once): b1 x 1k went from 11.4 to 8.2 us.
+ *  5. Q is rounded to f16 once (A fragments in registers for the whole loop); scores are scaled by
  *     scale * log2 e in fp32 after the MMA and the softmax stays in fp32 in the log2 domain (ex2).
- *     P is rounded to f16 for P.V (as in FA2); the row sum l uses the fp32 P. Error vs the old
- *     fp32 kernel: ~1e-4 relative (q rounding ~2^-12 per element, P rounding ~2^-12), far inside the
- *     tests' 3e-3 / 5e-3 bounds.
- *  5. The last-CTA merge reads its partials with ~3 dependent L2 round trips instead of ~2 x
- *     n_act / 4: (m, l) of every (head, split) in one parallel pass into shared memory, the split
- *     weights exp2(m - M) in a second, then each thread streams its float4 column of all splits
- *     with 8 loads in flight. The merge is on the critical path (the last CTA runs it after
- *     everything else), ~2 us of a ~32 us call at 1 x 32k before.
+ *     P is rounded to f16 for P.V (as in FA2); the row sum l uses the fp32 P. Error vs a double
+ *     reference: ~5e-4 of the row's max |o| (bench), inside the tests' 3e-3 / 5e-3 bounds.
  *
- * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D] f16, 16-byte chunk c of
- * key r stored at chunk c ^ (r & 7) so the 8 row addresses of an ldmatrix phase hit distinct banks.
- * The end-of-kernel merges reuse the stages.
+ * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D + 8] f16 (row padding: see
+ * 2), one mbarrier per stage (static). The end-of-kernel merge of the 4 warps reuses the stages.
  *
  * Finish (kept from round 1): the 4 warps merge in shared memory into one partial (m, l, o[D]) per
  * head; a sequence that ran in a single CTA (n_act = 1) writes its output directly. Otherwise each
  * CTA stores its partial in `work`, fences, and bumps the (sequence, kv head) counter; the CTA that
- * draws the last ticket merges the n_act partials in split order (bitwise reproducible whichever CTA
- * is last) and resets the counter to 0.
+ * draws the last ticket merges the n_act partials in split order, 16 at a time (bitwise
+ * reproducible whichever CTA is last) and resets the counter to 0.
  *
  * work layout: KATTN_DEC_COUNTERS uint32 counters (index s * n_head_kv + kvh; at a fixed place so
  * calls with any n_seq share them), then the partials (n_seq, n_head, n_split, D + 4) floats.
  *
  * Invariants: 1. a processed tile always holds a valid key (tiles start below k_end), so every
- * row's running max is finite after it (padding rows score 0); 2. a warp with no tile keeps
- * m = -inf, l = 0, o = 0 (weight 0 in the merges); 3. exactly the n_act = ceil(seq_len / chunk)
+ * row's running max is finite after it (padding rows score 0); keys of a tile at or past k_end are
+ * never read: their V rows are zeroed in shared memory (P = 0 must not meet a stale NaN), their
+ * scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
+ * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no tile keeps
+ * m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
  * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
- * nothing; 4. control flow around ldmatrix/mma/shuffles is warp-uniform.
+ * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform.
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
@@ -71,20 +71,22 @@
 #define DEC_TK 16 /* keys per warp tile (the k extent of one P.V mma) */
 #define DEC_WARPS 4
 #define DEC_M 16  /* mma rows: the group's query heads, zero-padded */
+#define DEC_MB 16 /* splits per load batch of the last-CTA merge */
 
-/* Stages per warp: d 128 -> 3 (96 KB per CTA, 2 CTAs/SM), d 64 -> 4 (64 KB, 3 CTAs/SM). */
+/* Stages per warp: d 128 -> 3 (102 KB per CTA, 2 CTAs/SM), d 64 -> 4 (72 KB, 3 CTAs/SM). A tile row
+ * is padded from D to D + 8 halves (RS): the bulk copies cannot swizzle, and a 16-byte pad puts the
+ * 8 rows an ldmatrix phase reads in distinct bank groups. */
 template <int D> struct dec_cfg {
     static constexpr int NS = D == 128 ? 3 : 4;
-    static constexpr int TILE = DEC_TK * D;     /* halves of one K (or V) tile */
+    static constexpr int RS = D + 8;            /* halves per smem row */
+    static constexpr int TILE = DEC_TK * RS;    /* halves of one K (or V) tile */
     static constexpr int STAGE = 2 * TILE;      /* K then V */
     static constexpr size_t bytes = (size_t)DEC_WARPS * NS * STAGE * 2;
     static constexpr int MIN_CTAS = D == 128 ? 2 : 3;
     /* the warp merge needs (DEC_WARPS, DEC_M, D + 4) floats of the stages */
     static_assert((size_t)DEC_WARPS * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
+    static_assert((size_t)MIN_CTAS * (bytes + 1024 + 256) <= 228 * 1024, "MIN_CTAS rings fit an SM");
 };
-
-/* Most (head, split) entries the last-CTA merge keeps in shared memory (m, l, weight: 12 bytes). */
-template <int D> static constexpr long dec_merge_cap() { return (long)(dec_cfg<D>::bytes / 12); }
 
 static __device__ __forceinline__ void dec_ldsm4(uint32_t r[4], const __half *p)
 {
@@ -113,37 +115,112 @@ static __device__ __forceinline__ uint32_t dec_pack(float lo, float hi)
     __half2 h = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&h;
 }
-/* 16-byte global -> shared copy to a shared-window address (cp.async.cg); ok = 0 zero-fills. */
-static __device__ __forceinline__ void dec_cp16(uint32_t saddr, const void *gmem, bool ok)
+/* Bulk (TMA, non-tensor) copy of `bytes` contiguous bytes global -> shared, completing on mbarrier
+ * `bar` (shared-window addresses; the CTA is its own cluster). */
+static __device__ __forceinline__ void dec_bulk(uint32_t saddr, const void *gmem, uint32_t bytes, uint32_t bar)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(saddr),
+                 "l"(gmem), "r"(bytes), "r"(bar)
+                 : "memory");
 }
-/* Offset in halves of 16-byte chunk c of key r in a swizzled [16][D] tile. */
-template <int D> static __device__ __forceinline__ int dec_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
+static __device__ __forceinline__ void dec_bar_init(uint32_t bar)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+static __device__ __forceinline__ void dec_bar_expect(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred p;\nDEC_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n@!p bra DEC_WAIT;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
 
 template <int D>
 __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
 {
     cuk_pdl_wait();
-    constexpr int NS = dec_cfg<D>::NS, TILE = dec_cfg<D>::TILE, STAGE = dec_cfg<D>::STAGE;
-    constexpr int CH = D / 8;                  /* 16-byte chunks per row */
+    using cfg = dec_cfg<D>;
+    constexpr int NS = cfg::NS, RS = cfg::RS, TILE = cfg::TILE, STAGE = cfg::STAGE;
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
     constexpr int NT = D / 8;                  /* n-tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long bars[DEC_WARPS][NS]; /* one mbarrier per stage */
     __half *stages = (__half *)smem;
     const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-
-    const int q0 = a.q_start[s];
-    if (a.q_start[s + 1] - q0 < 1) return;
-    const int seq_len = a.seq_len[s];
     const int k_begin = split * chunk;
     const int group = a.n_head / a.n_head_kv;
-    if (k_begin >= seq_len) return; /* seq_len 0 is outside the contract (the row sits at seq_len - 1) */
+
+    /* ---- 0. prologue: everything the first copies need that does not depend on seq_len is loaded
+     * in the same round trip as seq_len itself: the block-table entries of this warp's first NS - 1
+     * tiles are read speculatively for any key below max_seq_len (inside the table: max_seq_len <=
+     * max_blocks * block_size); entries past seq_len are never used as addresses. */
+    const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
+    const int bsh = __ffs(a.block_size) - 1, bmask = a.block_size - 1;
+    const int kmax = min(a.max_seq_len, k_begin + chunk);
+    /* Copy mapping: lane l < 16 copies the K row of key l of a tile, lane 16 + l its V row: one bulk
+     * copy of D * 2 contiguous bytes each (a paged row of one kv head), 32 per 16-key tile. */
+    const int ckey = lane & 15;
+    /* Block of key ckey of local tile i (local i is tile warp + 4 i of the split); 0 past max_seq_len. */
+    auto lookup = [&](int i) -> int {
+        const int j = k_begin + (warp + DEC_WARPS * i) * DEC_TK + ckey;
+        return j < kmax ? __ldg(bt + (j >> bsh)) : 0;
+    };
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(&bars[warp][0]);
+    if (lane == 0)
+        for (int i = 0; i < NS; i++) dec_bar_init(bar0 + 8 * i);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncwarp();
+    int pf[NS - 1];
+#pragma unroll
+    for (int i = 0; i < NS - 1; i++) pf[i] = lookup(i);
+    const int seq_len = a.seq_len[s];
+    const int q0 = a.q_start[s], q_len = a.q_start[s + 1] - q0;
+    if (q_len < 1 || k_begin >= seq_len) return; /* seq_len 0 is outside the contract */
     const int k_end = min(seq_len, k_begin + chunk);
 
-    /* Q as mma A fragments (f16), rows r0 = lane / 4 and r0 + 8 = heads of the group (0 past it). */
+    const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
+    const size_t row = (size_t)a.n_head_kv * D;
+    __half *ring = stages + warp * NS * STAGE;
+    const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
+    const int nt = warp < n_tiles ? (n_tiles - warp + DEC_WARPS - 1) / DEC_WARPS : 0;
+    /* This lane's row in stage 0 (K rows for lanes < 16, V rows above): a copy is one add. */
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * TILE + ckey * RS);
+    const __half *src_base = lane < 16 ? kc : vc;
+    /* Starts the copies of local tile i (its key's block from lookup) into stage `st`. Keys at or
+     * past k_end are not read: their V rows are zeroed instead (P = 0 there, and 0 * a stale NaN
+     * would leak), their K rows are left as they are (their scores are replaced by -inf). */
+    auto issue = [&](int i, int blk, int st) {
+        if (i < nt) { /* warp-uniform */
+            const int kt = k_begin + (warp + DEC_WARPS * i) * DEC_TK;
+            const int nv = min(DEC_TK, k_end - kt); /* >= 1: the tile starts below k_end */
+            const uint32_t bar = bar0 + 8 * st, d = dst + (uint32_t)(st * STAGE * 2);
+            /* this stage was last read by ldmatrix (generic proxy) before the __syncwarp at the top of
+             * the loop; order those reads before the async-proxy writes */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            if (lane == 0) dec_bar_expect(bar, (uint32_t)(nv * 2 * D * 2));
+            __syncwarp();
+            if (ckey < nv) {
+                const size_t off = ((size_t)blk * a.block_size + ((kt + ckey) & bmask)) * row;
+                dec_bulk(d, src_base + off, D * 2, bar);
+            } else if (lane >= 16) {
+                __half *z = ring + st * STAGE + TILE + ckey * RS;
+#pragma unroll
+                for (int u = 0; u < D / 8; u++) *(uint4 *)(z + 8 * u) = make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < NS - 1; i++) issue(i, pf[i], i);
+    int nxt = lookup(NS - 1); /* block of the tile issued in the first iteration */
+
+    /* Q as mma A fragments (f16), rows r0 = lane / 4 and r0 + 8 = heads of the group (0 past it);
+     * loaded after the first copies are on their way, so the two round trips overlap. */
     const int r0 = lane >> 2, cq = (lane & 3) * 2;
     uint32_t qa[KS][4];
     {
@@ -152,96 +229,51 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
             const int c = kk * 16 + cq;
-            float v[8];
+            float2 v[4];
+            v[0] = ok0 ? __ldg((const float2 *)(qp + (size_t)r0 * D + c)) : make_float2(0.f, 0.f);
+            v[1] = ok1 ? __ldg((const float2 *)(qp + (size_t)(r0 + 8) * D + c)) : make_float2(0.f, 0.f);
+            v[2] = ok0 ? __ldg((const float2 *)(qp + (size_t)r0 * D + c + 8)) : make_float2(0.f, 0.f);
+            v[3] = ok1 ? __ldg((const float2 *)(qp + (size_t)(r0 + 8) * D + c + 8)) : make_float2(0.f, 0.f);
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                v[0 + e] = ok0 ? __ldg(qp + (size_t)r0 * D + c + e) : 0.f;
-                v[2 + e] = ok1 ? __ldg(qp + (size_t)(r0 + 8) * D + c + e) : 0.f;
-                v[4 + e] = ok0 ? __ldg(qp + (size_t)r0 * D + c + 8 + e) : 0.f;
-                v[6 + e] = ok1 ? __ldg(qp + (size_t)(r0 + 8) * D + c + 8 + e) : 0.f;
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) qa[kk][i] = dec_pack(v[2 * i], v[2 * i + 1]);
+            for (int i = 0; i < 4; i++) qa[kk][i] = dec_pack(v[i].x, v[i].y);
         }
     }
     const float qscale = a.scale * KATTN_LOG2E;
-
-    const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
-    const int bsh = __ffs(a.block_size) - 1, bmask = a.block_size - 1;
-    const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
-    const size_t row = (size_t)a.n_head_kv * D;
-    __half *ring = stages + warp * NS * STAGE;
-
-    /* This warp's tiles: local i is tile warp + 4 i of the split. */
-    const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
-    const int nt = warp < n_tiles ? (n_tiles - warp + DEC_WARPS - 1) / DEC_WARPS : 0;
-    /* Copy mapping: lane pair (2 key, 2 key + 1) owns key `key` of a tile and copies its 16-byte
-     * chunks 2 u + sub (u < CH / 2) of the K and the V row: each cp.async instruction moves 16 full
-     * 32-byte sectors, the lane's row address comes from its own table lookup (no shuffles), and
-     * the smem chunks (2 u + sub) ^ (key & 7) of 8 consecutive keys hit distinct bank groups. */
-    const int ckey = lane >> 1, csub = lane & 1;
-    /* Cache row of key ckey of local tile i, or -1 past the split / sequence. */
-    auto lookup = [&](int i) -> int {
-        const int j = k_begin + (warp + DEC_WARPS * i) * DEC_TK + ckey;
-        return (i < nt && j < k_end) ? __ldg(bt + (j >> bsh)) * a.block_size + (j & bmask) : -1;
-    };
-    /* Shared byte addresses of the lane's chunks in stage 0 (K tile; V is TILE halves further),
-     * computed once: a copy is then one add and two cp.async. */
-    uint32_t dst[CH / 2];
-#pragma unroll
-    for (int u = 0; u < CH / 2; u++)
-        dst[u] = (uint32_t)__cvta_generic_to_shared(ring + dec_sw<D>(ckey, 2 * u + csub));
-    /* Starts the copies of local tile i (row `slot` from lookup) into stage `st`; one group. */
-    auto issue = [&](int i, int slot, int st) {
-        if (i < nt) {
-            const bool ok = slot >= 0;
-            const size_t off = ok ? (size_t)slot * row + csub * 8 : 0;
-            const __half *kp = kc + off, *vp = vc + off;
-            const uint32_t sb = (uint32_t)(st * STAGE * 2);
-#pragma unroll
-            for (int u = 0; u < CH / 2; u++) {
-                dec_cp16(dst[u] + sb, kp + 16 * u, ok);
-                dec_cp16(dst[u] + sb + TILE * 2, vp + 16 * u, ok);
-            }
-        }
-        kattn_cp_commit();
-    };
 
     float o[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* rows r0, r0 + 8; l: this lane's columns */
 
-    int pf = lookup(0);
-#pragma unroll
-    for (int i = 0; i < NS - 1; i++) {
-        const int cur = pf;
-        pf = lookup(i + 1);
-        issue(i, cur, i);
-    }
     int st_c = 0, st_i = NS - 1; /* stages of the tile computed / issued next (i % NS, (i - 1) % NS) */
+    uint32_t phase = 0;          /* parity of stage st_c's barrier for tile i: (i / NS) & 1 */
     /* ldmatrix lane addresses inside a tile: K (non-transposed), V (transposed) */
     const int k_row = ((lane >> 4) << 3) + (lane & 7), k_chk = (lane >> 3) & 1;
     const int v_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_chk = lane >> 4;
 
     for (int i = 0; i < nt; i++) {
-        kattn_cp_wait<NS - 2>();
-        __syncwarp(); /* tile i landed for every lane; stage (i - 1) % NS is free again */
+        dec_bar_wait(bar0 + 8 * st_c, phase);
+        __syncwarp(); /* tile i landed (and its zeroed rows are visible); stage (i - 1) % NS is free again */
         {
-            const int cur = pf;
-            pf = lookup(i + NS);
+            const int cur = nxt;
+            nxt = lookup(i + NS);
             issue(i + NS - 1, cur, st_i);
         }
         const __half *ks = ring + st_c * STAGE, *vs = ks + TILE;
         st_i = st_c;
-        st_c = st_c == NS - 1 ? 0 : st_c + 1;
+        if (st_c == NS - 1) {
+            st_c = 0;
+            phase ^= 1u;
+        } else {
+            st_c++;
+        }
 
         /* S (16 heads x 16 keys) = Q K^T: n-tile j = keys 8j .. 8j + 7 */
         float sc[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
             uint32_t b[4];
-            dec_ldsm4(b, ks + dec_sw<D>(k_row, 2 * kk + k_chk));
+            dec_ldsm4(b, ks + k_row * RS + (2 * kk + k_chk) * 8);
             dec_mma(sc[0], qa[kk], b[0], b[1]);
             dec_mma(sc[1], qa[kk], b[2], b[3]);
         }
@@ -291,12 +323,12 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
 #pragma unroll
         for (int np = 0; np < KS; np++) {
             uint32_t b[4];
-            dec_ldsm4_t(b, vs + dec_sw<D>(v_row, 2 * np + v_chk));
+            dec_ldsm4_t(b, vs + v_row * RS + (2 * np + v_chk) * 8);
             dec_mma(o[2 * np], pa, b[0], b[1]);
             dec_mma(o[2 * np + 1], pa, b[2], b[3]);
         }
     }
-    kattn_cp_wait<0>(); /* the trailing (empty or unused) groups */
+    /* every issued tile (i < nt) was waited for: no copy is in flight */
 
     /* ---- 1. the 4 warps of this CTA merge in shared memory (the stages are free: every warp has
      * drained its copies) into one (m, l, o[D]) per head. */
@@ -377,38 +409,41 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     __threadfence(); /* acquire: the other CTAs' partials are read from L2 (ld.cg), never a stale L1 */
 
     /* ---- 3. merge the n_act partials of each head in split order (the same order whichever CTA is
-     * last: bitwise reproducible). (m, l) of every (head, split) first, in one parallel pass
-     * (group * n_act <= dec_merge_cap, dec_plan makes sure), then the weights, then the columns. */
-    const int ne = group * n_act;
-    float *mm = (float *)smem, *ll = mm + ne, *ww = ll + ne; /* (group, n_act) each */
+     * last: bitwise reproducible), in one pass: a thread owns one float4 column of one head and
+     * loads (m, l, column) of DEC_MB splits at once (one L2 round trip per DEC_MB splits; (m, l)
+     * are the same address for the 32 threads of a head: one broadcast request), rescaling its
+     * running sum whenever a batch raises the maximum. No shared memory, no barrier. */
     const size_t head0 = (size_t)s * a.n_head + (size_t)kvh * group;
-    for (int e = tid; e < ne; e += 128) {
-        const int g = e / n_act, p = e % n_act;
-        const float *pw = parts + ((head0 + g) * n_split + p) * PS;
-        mm[e] = __ldcg(pw);
-        ll[e] = __ldcg(pw + 1);
-    }
-    __syncthreads();
-    for (int e = tid; e < ne; e += 128) {
-        const float *mg = mm + (e / n_act) * n_act;
-        float M = -INFINITY;
-        for (int p = 0; p < n_act; p++) M = fmaxf(M, mg[p]);
-        ww[e] = kattn_exp2(mm[e] - M);
-    }
-    __syncthreads();
     for (int it = tid; it < group * C4; it += 128) {
         const int g = it / C4, c = it % C4;
-        const float *wg = ww + g * n_act, *lg = ll + g * n_act;
-        const float *pb = parts + (head0 + g) * n_split * PS + 4 + c * 4;
-        float L = 0.f;
+        const float *pb = parts + (head0 + g) * n_split * PS;
+        float M = -INFINITY, L = 0.f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-        for (int p = 0; p < n_act; p++) {
-            const float w = wg[p];
-            const float4 v = __ldcg((const float4 *)(pb + (size_t)p * PS));
-            L = fmaf(w, lg[p], L);
-            acc.x = fmaf(w, v.x, acc.x); acc.y = fmaf(w, v.y, acc.y);
-            acc.z = fmaf(w, v.z, acc.z); acc.w = fmaf(w, v.w, acc.w);
+        for (int p0 = 0; p0 < n_act; p0 += DEC_MB) {
+            float bm[DEC_MB], bl[DEC_MB];
+            float4 bv[DEC_MB];
+#pragma unroll
+            for (int u = 0; u < DEC_MB; u++) {
+                const float *pw = pb + (size_t)min(p0 + u, n_act - 1) * PS;
+                bm[u] = __ldcg(pw);
+                bl[u] = __ldcg(pw + 1);
+                bv[u] = __ldcg((const float4 *)(pw + 4 + c * 4));
+            }
+            float Mn = M;
+#pragma unroll
+            for (int u = 0; u < DEC_MB; u++)
+                if (p0 + u < n_act) Mn = fmaxf(Mn, bm[u]); /* every active split has a finite m */
+            const float r = kattn_exp2(M - Mn); /* first batch: exp2(-inf) = 0 */
+            L *= r;
+            acc.x *= r; acc.y *= r; acc.z *= r; acc.w *= r;
+            M = Mn;
+#pragma unroll
+            for (int u = 0; u < DEC_MB; u++) {
+                const float w = p0 + u < n_act ? kattn_exp2(bm[u] - M) : 0.f;
+                L = fmaf(w, bl[u], L);
+                acc.x = fmaf(w, bv[u].x, acc.x); acc.y = fmaf(w, bv[u].y, acc.y);
+                acc.z = fmaf(w, bv[u].z, acc.z); acc.w = fmaf(w, bv[u].w, acc.w);
+            }
         }
         const float inv = 1.f / L;
         *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)(kvh * group + g) * D + c * 4) =
@@ -447,29 +482,29 @@ template <int D> static long dec_slots_d(void)
     return (long)sms * occ;
 }
 
-static long dec_slots(const cuk_attn_args *a) { return a->head_dim == 64 ? dec_slots_d<64>() : dec_slots_d<128>(); }
+static long dec_slots(const cuk_attn_args *a)
+{
+    return a->head_dim == 64 ? dec_slots_d<64>() : dec_slots_d<128>();
+}
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
  * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
  * exceed the counters). Otherwise the split count with the least estimated time: waves of
- * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys: filling the NS - 1 tile
+ * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys: filling the tile
  * pipeline and the finish) + the last CTA's merge (about one key per split), splits of at least
- * 256 keys, at most 4 x slots CTAs in all (the work bound's cap) and at most dec_merge_cap / group
- * splits (the last CTA's merge keeps (m, l, weight) of every (head, split) in shared memory).
+ * 64 keys (one tile per warp: short contexts spread over more SMs, which shortens the dependent
+ * chain of tiles per warp) and at most 4 x slots CTAs in all (the work bound's cap).
  * Batch 1 at long context spreads over every SM in one wave. */
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
     const long slots = dec_slots(a);
-    const long group = a->n_head / a->n_head_kv;
     const long full = ((long)a->max_seq_len + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
     *n_split = 1;
     *chunk = (int)full;
     if (pairs >= slots || pairs > KATTN_DEC_COUNTERS) return;
-    long max_ns = (a->max_seq_len + 255) / 256;
+    long max_ns = (a->max_seq_len + 63) / 64;
     if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs;
-    const long cap = (a->head_dim == 64 ? dec_merge_cap<64>() : dec_merge_cap<128>()) / group;
-    if (max_ns > cap) max_ns = cap;
     long best_ns = 1, best_ch = full;
     double best_cost = 0;
     for (long ns = 1; ns <= max_ns; ns++) {

@@ -18,8 +18,8 @@
  *      (and from L2), G x fewer CTAs doing the same loads.
  *   v4 the backend's kernel (k_attn_decode.cu, called through cuk_attention: no second copy): v3's
  *      packing on tensor cores (mma.sync m16n8k16, the GQA group as the 16 MMA rows: ~5x fewer
- *      instructions per key than fp32 dots), a 3-stage cp.async ring of 16-key tiles per warp
- *      (128 KB in flight per SM at d 128), a split count planned from the SM count and occupancy
+ *      instructions per key than fp32 dots), a 3-stage ring of 16-key tiles per warp filled by bulk
+ *      (TMA) copies of whole 256-byte rows on mbarriers (128 KB in flight per SM at d 128), a split count planned from the SM count and occupancy
  *      (no split when the pairs fill the GPU), and the merge done inside the same kernel by the
  *      last CTA of each group (no second launch).
  *
@@ -361,6 +361,6 @@ extern "C" const decode_version decode_versions[] = {
     { "v1_block_per_head", "one CTA per (sequence, query head), whole context, warp per 4 keys", run_v1 },
     { "v2_split_kv", "flash-decoding: 512-key splits, one CTA per (split, head), separate merge kernel", run_v2 },
     { "v3_gqa_packed", "v2 with one CTA per (split, kv head) serving its 4 query heads: K/V read once", run_v3 },
-    { "v4_backend", "the backend: mma.sync GQA tiles, 3-stage cp.async, planned splits, last-CTA merge", run_v4 },
+    { "v4_backend", "the backend: mma.sync GQA tiles, 3-stage bulk-copy ring, planned splits, last-CTA merge", run_v4 },
 };
 extern "C" const int decode_n_versions = (int)(sizeof decode_versions / sizeof decode_versions[0]);
