@@ -12,6 +12,8 @@
  *   softmax  per row ||y - ref|| / ||ref|| <= 1e-5 for fp32, <= 1e-2 for bf16 input and output (the
  *            reference sees the bf16-rounded input; the output's rounding is 2^-9 relative).
  *            Every row must sum to 1 within the same bound (times sqrt(cols) for bf16 absolute).
+ *            Shapes: rows not a multiple of the rows packed per block, cols 1, 8, 1004, 1024, 4097
+ *            (unaligned rows), 16392, 32768, 40000, 65536 (v8's clusters of 2..8 blocks) and 131080.
  * Also: the ladder driver (ladder_run, small sizes) runs end to end and reports every version ok;
  * bad arguments are refused without a launch.
  */
@@ -200,6 +202,17 @@ static void test_softmax_versions(void **state)
     softmax_case(8, 32768, &seed);
     softmax_case(5, 1, &seed);     /* one element: exactly 1 */
     softmax_case(2, 40000, &seed); /* beyond v6's registers (1024 threads x 8 x 4): re-read path */
+    /* v8: rows packed per block (8 fp32 / 16 bf16 rows of 1k per 256 threads) with a partial last
+     * block; cols a multiple of 4 but not of 8 (bf16 takes v7); groups of 1 or 2 threads per row */
+    softmax_case(13, 1024, &seed);
+    softmax_case(7, 1004, &seed);
+    softmax_case(9, 8, &seed);
+    /* v8 clusters (fp32 / bf16 blocks per row): 16392 = 3 / one block of 288 threads, 32768 above
+     * = 4 / one of 512, 40000 above = 5 / 3, 65536 = 8 / 4; 131080 is past 8 blocks in both dtypes
+     * (v8 falls back to v7, v7 to v6) */
+    softmax_case(3, 16392, &seed);
+    softmax_case(3, 65536, &seed);
+    softmax_case(2, 131080, &seed);
 }
 
 static void test_softmax_bad_args(void **state)

@@ -15,18 +15,25 @@
  *   v7 v6 without the online rescaling: the row is in registers, so take the max first, then one
  *      exp per element (ex2.approx, kept in registers for the write), and pack several short rows
  *      into one 256-thread block (a warp per row at 1k columns); bf16 variant too
+ *   v8 v7 with 16-byte accesses in bf16 too (8 bf16, kept packed in registers, the exponent
+ *      recomputed in the write), one exchange of (max, sum) pairs per row instead of two reductions,
+ *      and rows past 16k fp32 / 32k bf16 split over a thread-block cluster of 3..8 blocks (the pairs
+ *      through distributed shared memory)
  *
  * Invariants: 1. the exponent is always exp(x - m) with m >= x for every element it is applied to, so
  * it never overflows; the online merge uses exp(m_old - m_new) <= 1. 2. every version handles any
  * cols >= 1 (partial vectors and warps guarded); v6 takes its 16-byte path only when cols % 4 == 0
  * and both pointers are 16-byte (fp32) / 8-byte (bf16) aligned, otherwise the same kernel runs with
  * scalar accesses; v7 takes its kernel under the same condition and cols <= 32768, otherwise it runs
- * v6. 3. All math is fp32 (bf16 only as storage).
+ * v6; v8 takes its kernel when rows are 16-byte aligned (cols % 4 fp32, % 8 bf16, aligned pointers)
+ * and cols <= 64k fp32 / 128k bf16, otherwise it runs v7. 3. All math is fp32 (bf16 only as storage).
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "kernels/softmax/softmax.h"
 
@@ -382,6 +389,214 @@ __global__ void __launch_bounds__(1024) softmax_v7_regs(const T *__restrict__ x,
     }
 }
 
+// ---- v8 ---------------------------------------------------------------------------------------
+
+#define V8_K 8       /* 16-byte vectors per thread, held in registers */
+#define V8_TPB 256     /* threads per block packing short rows, and per cluster block */
+#define V8_ROW_MAX 512 /* threads of a row in one block: longer rows go to a cluster */
+#define V8_MAX_CLUSTER 8
+#define V8_TPB_MAX 512   /* the largest block: V8_ROW_MAX */
+#define V8_MIN_BLOCKS 2  /* 2 blocks of 512: at most 64 registers, so 4 blocks of 256 fit an SM */
+#define V8_SLOTS (V8_MAX_CLUSTER * V8_TPB_MAX / 32)
+
+/* Per dtype: one 16-byte vector (4 fp32 or 8 bf16), its padding (-inf) and its maximum. */
+__device__ __forceinline__ float4 v8_ld(const float *p, int64_t i) { return ((const float4 *)p)[i]; }
+__device__ __forceinline__ uint4 v8_ld(const __nv_bfloat16 *p, int64_t i) { return ((const uint4 *)p)[i]; }
+__device__ __forceinline__ void v8_pad(float4 &v) { v = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY); }
+__device__ __forceinline__ void v8_pad(uint4 &v) { v = make_uint4(0xFF80FF80u, 0xFF80FF80u, 0xFF80FF80u, 0xFF80FF80u); }
+__device__ __forceinline__ float v8_max(float m, const float4 &v)
+{
+    return fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+}
+__device__ __forceinline__ float v8_max(float m, const uint4 &v) /* packed bf16x2 max: 4 instructions per 8 */
+{
+    const __nv_bfloat162 a = __hmax2(*(const __nv_bfloat162 *)&v.x, *(const __nv_bfloat162 *)&v.y);
+    const __nv_bfloat162 b = __hmax2(*(const __nv_bfloat162 *)&v.z, *(const __nv_bfloat162 *)&v.w);
+    const __nv_bfloat162 c = __hmax2(a, b);
+    return fmaxf(m, fmaxf(__low2float(c), __high2float(c)));
+}
+__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xFFFF0000u); }
+/* The same unpacking written as byte permutes, for the write pass: written alike, the compiler keeps
+ * pass 2's 64 unpacked floats alive across the sum reduction (109 registers, ptxas) instead of
+ * unpacking again from the 32 packed registers (one instruction per element either way). */
+__device__ __forceinline__ float bf_lo2(unsigned w) { return __uint_as_float(__byte_perm(w, 0u, 0x1044)); }
+__device__ __forceinline__ float bf_hi2(unsigned w) { return __uint_as_float(__byte_perm(w, 0u, 0x3244)); }
+
+/* Pass 2, sum of 2^(x log2e - ml). fp32 keeps e in place of x for the write (v7); bf16 keeps the packed
+ * input (half the registers per element) and recomputes the exponent in the write. */
+__device__ __forceinline__ float v8_exp_sum(float4 &v, float ml)
+{
+    v = make_float4(ex2(fmaf(v.x, KLOG2E, -ml)), ex2(fmaf(v.y, KLOG2E, -ml)), ex2(fmaf(v.z, KLOG2E, -ml)),
+                    ex2(fmaf(v.w, KLOG2E, -ml)));
+    return (v.x + v.y) + (v.z + v.w);
+}
+__device__ __forceinline__ float v8_exp_sum(uint4 &v, float ml)
+{
+    const unsigned w[4] = { v.x, v.y, v.z, v.w };
+    float d = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) d += ex2(fmaf(bf_lo(w[i]), KLOG2E, -ml)) + ex2(fmaf(bf_hi(w[i]), KLOG2E, -ml));
+    return d;
+}
+/* Pass 3: y = e / d (fp32), or y = 2^(x log2e - (ml + log2 d)) rounded to bf16 (one ex2, no divide). */
+__device__ __forceinline__ void v8_store(float *p, int64_t i, const float4 &e, float inv, float)
+{
+    ((float4 *)p)[i] = make_float4(e.x * inv, e.y * inv, e.z * inv, e.w * inv);
+}
+__device__ __forceinline__ unsigned bf2_pack(float lo, float hi)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(const unsigned *)&h;
+}
+__device__ __forceinline__ void v8_store(__nv_bfloat16 *p, int64_t i, const uint4 &v, float, float cl)
+{
+    const unsigned w[4] = { v.x, v.y, v.z, v.w };
+    unsigned o[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        o[k] = bf2_pack(ex2(fmaf(bf_lo2(w[k]), KLOG2E, -cl)), ex2(fmaf(bf_hi2(w[k]), KLOG2E, -cl)));
+    ((uint4 *)p)[i] = make_uint4(o[0], o[1], o[2], o[3]);
+}
+__device__ __forceinline__ float lg2(float x)
+{
+    float r;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+/* Cluster barrier halves (sm_90). arrive.relaxed orders nothing: used only to know that every block
+ * of the cluster has started before one writes into another's shared memory. */
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+/* Stores v into slot i of the shared array s of cluster block `rank` (distributed shared memory). */
+__device__ __forceinline__ void dsmem_store(float *s, int i, unsigned rank, float v)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(s + i), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(r), "f"(v) : "memory");
+}
+
+/* Max (OP 0) or sum (OP 1) within a warp over groups of tpr threads (tpr a power of two <= 32, or
+ * any multiple of 32: then over the whole warp). */
+template <int OP> __device__ __forceinline__ float v8_warp(float v, int tpr)
+{
+    for (int o = (tpr < 32 ? tpr : 32) >> 1; o > 0; o >>= 1) {
+        const float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = OP == 0 ? fmaxf(v, u) : v + u;
+    }
+    return v;
+}
+
+/* v8: v7 with every access 16 bytes wide, one barrier per row, and long rows split over a cluster.
+ *  - bf16: 8 elements per 16-byte access (v7: 4 per 8 bytes, so twice the memory instructions per
+ *    byte) kept packed in registers: 2 bytes of register per element in flight instead of v7's 4, so
+ *    an SM holds twice the bf16 bytes in flight (Little's law: bytes in flight = bandwidth x latency,
+ *    and v7 bf16 held half of fp32's). The max is taken on packed pairs (bf16x2 max); the write
+ *    recomputes the exponent with the normalisation folded in, y = 2^(x log2e - (M log2e + log2 D)),
+ *    one ex2 and half a bf16x2 pack per element and no multiply. fp32 keeps v7's e in registers.
+ *  - one exchange per row instead of two reductions: each warp takes its own max m_w (shuffles),
+ *    its e = 2^((x - m_w) log2e) and their sum d_w; the warps of a row then swap (m_w, d_w) pairs
+ *    once and merge them, M = max m_w, D = sum d_w 2^((m_w - M) log2e), and scale their e by
+ *    2^((m_w - M) log2e) / D (the merge of online softmax, done once per warp, not per element).
+ *    Rows of at most 32 threads need no exchange at all (shuffles only, as in v7).
+ *  - rows up to V8_ROW_MAX * V8_K vectors (16k fp32, 32k bf16) in one block: tpr threads per row,
+ *    tpr down to 1 (a 1k bf16 row is 16 threads), packed several rows per 256-thread block as in v7;
+ *    the exchange is one shared slot pair per warp and one barrier.
+ *  - longer rows (up to 64k fp32, 128k bf16): a cluster of csize <= 8 blocks of <= 256 threads per
+ *    row, each holding its slice in registers; every warp stores its pair into every block's slots
+ *    through distributed shared memory, then one cluster barrier. (One more barrier, arrived at
+ *    before the loads and waited on after them, makes sure no block writes into a block that has not
+ *    started.) v7 ran a 32k fp32 row as one 1024-thread block: one block per SM, whose memory traffic
+ *    stops during its two block reductions; 256-thread blocks of different rows overlap their load,
+ *    exchange and store phases on each SM.
+ * Measured 2026-12-04, H200, copy 4,235-4,265 GB/s, two runs (v7 in the same runs):
+ *   fp32  32768x1024 95.7 / 96.0% (v7 95.4 / 96.0), 8192x4096 94.2 / 95.0% (95.1 / 95.6),
+ *         1024x32768 89.2 / 89.2% (80.9 / 82.1): a cluster of 4 blocks of 256 per row;
+ *   bf16  32768x1024 90.8 / 91.6% (v7 78.3 / 79.2), 8192x4096 90.8 / 91.4% (69.9 / 72.1),
+ *         1024x32768 84.6 / 85.5% (48.5 / 48.9): one 512-thread block per row.
+ * The 32k bf16 row is one block, not a cluster, because a cluster launch itself cost there: the same
+ * row as a cluster of 2 x 256 ran at 78.9 / 79.8%, and a "cluster" of one 512-thread block, launched
+ * with the cluster attribute, at 78.7%, against 84.6 / 85.5% plainly launched. For 32k fp32 the
+ * cluster still wins (89% against v7's 82% with one 1024-thread block, which a plain launch needs).
+ * 63 (fp32) and 64 (bf16) registers (ptxas), no spills, 1 KiB of shared slots. */
+template <typename T, bool CL>
+__global__ void __launch_bounds__(V8_TPB_MAX, V8_MIN_BLOCKS) softmax_v8_cluster(const T *__restrict__ x,
+                                                                                T *__restrict__ y, int rows,
+                                                                                int cols, int tpr, int csize)
+{
+    typedef typename std::conditional<sizeof(T) == 4, float4, uint4>::type R;
+    const int W = 16 / (int)sizeof(T);
+    __shared__ float s_m[V8_SLOTS], s_d[V8_SLOTS];
+    if (CL) cluster_arrive_relaxed();
+    const int nv = cols / W;
+    int row, t, base, cnt;
+    if (CL) {
+        row = blockIdx.x / csize;
+        const int per = (nv + csize - 1) / csize;
+        base = (blockIdx.x % csize) * per;
+        cnt = min(per, nv - base);
+        t = threadIdx.x;
+    } else {
+        row = blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+        t = threadIdx.x % tpr;
+        base = 0;
+        cnt = row < rows ? nv : 0; /* dead groups still take part in the barriers */
+    }
+    const int64_t off = (int64_t)(row < rows ? row : 0) * cols + (int64_t)base * W;
+    const T *xr = x + off;
+    T *yr = y + off;
+    R v[V8_K];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < V8_K; j++) {
+        const int c = t + j * tpr;
+        if (c < cnt) v[j] = v8_ld(xr, c);
+        else v8_pad(v[j]);
+        m = v8_max(m, v[j]);
+    }
+    m = v8_warp<0>(m, tpr);
+    const float ml = m == -INFINITY ? 0.0f : m * KLOG2E; /* a warp of padding only: e = 0, d = 0 */
+    float d = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V8_K; j++) d += v8_exp_sum(v[j], ml); /* 2^(-inf) = 0: padding adds nothing */
+    d = v8_warp<1>(d, tpr);
+    float gl = ml; /* M log2e: the row's max, scaled */
+    if (CL || tpr > 32) {
+        const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+        int g0, n; /* this row's slots */
+        if (CL) {
+            const int nw = blockDim.x >> 5;
+            cluster_wait();
+            if (lane < csize) {
+                dsmem_store(s_m, (blockIdx.x % csize) * nw + w, (unsigned)lane, m * KLOG2E);
+                dsmem_store(s_d, (blockIdx.x % csize) * nw + w, (unsigned)lane, d);
+            }
+            cluster_arrive();
+            cluster_wait();
+            g0 = 0, n = csize * nw;
+        } else {
+            if (lane == 0) s_m[w] = m * KLOG2E, s_d[w] = d; /* -inf for padding: weight 0 below */
+            __syncthreads();
+            n = tpr >> 5, g0 = w - w % n;
+        }
+        gl = -INFINITY;
+        for (int i = lane; i < n; i += 32) gl = fmaxf(gl, s_m[g0 + i]);
+        gl = warp_max(gl);
+        float dd = 0.0f;
+        for (int i = lane; i < n; i += 32) dd += s_d[g0 + i] * ex2(s_m[g0 + i] - gl);
+        d = warp_sum(dd);
+    }
+    if (row >= rows) return;
+    const float inv = ex2(ml - gl) / d, cl = gl + lg2(d);
+#pragma unroll
+    for (int j = 0; j < V8_K; j++) {
+        const int c = t + j * tpr;
+        if (c < cnt) v8_store(yr, c, v[j], inv, cl);
+    }
+}
+
 // ---- host side --------------------------------------------------------------------------------
 
 static bool bad_args(const void *x, const void *y, int rows, int cols)
@@ -468,6 +683,49 @@ static int run_v7_bf16(void *s, const void *x, void *y, int rows, int cols)
     return run_v7_t<__nv_bfloat16>(s, x, y, rows, cols);
 }
 
+/* v8 launch: a row of at most V8_ROW_MAX * V8_K vectors (16k fp32, 32k bf16) takes one group of tpr
+ * threads, several groups per 256-thread block while tpr < 256; a longer row takes a cluster of
+ * csize <= 8 blocks of <= 256 threads. Rows not 16-byte aligned (cols % 4 fp32, % 8 bf16, or the
+ * pointers) and rows past 8 blocks (64k fp32, 128k bf16) take v7, which takes v6 past 32k. */
+template <typename T> static int run_v8_t(void *s, const void *x, void *y, int rows, int cols)
+{
+    if (bad_args(x, y, rows, cols)) return (int)cudaErrorInvalidValue;
+    const int W = 16 / (int)sizeof(T);
+    if (cols % W || (uintptr_t)x % 16 || (uintptr_t)y % 16) return run_v7_t<T>(s, x, y, rows, cols);
+    const int nv = cols / W;
+    cudaStream_t st = (cudaStream_t)s;
+    if (nv <= V8_ROW_MAX * V8_K) {
+        int tpr = 1;
+        while (tpr < 32 && tpr * V8_K < nv) tpr *= 2;
+        if (tpr * V8_K < nv) tpr = row_threads(nv, V8_K, 32);
+        const int tpb = tpr >= V8_TPB ? tpr : (V8_TPB / tpr) * tpr, rpb = tpb / tpr;
+        softmax_v8_cluster<T, false><<<(unsigned)cdiv(rows, rpb), tpb, 0, st>>>((const T *)x, (T *)y, rows, cols, tpr, 1);
+        return (int)cudaGetLastError();
+    }
+    const int csize = (int)cdiv(nv, V8_TPB * V8_K);
+    if (csize > V8_MAX_CLUSTER || (int64_t)rows * csize > 0x7FFFFFFF) return run_v7_t<T>(s, x, y, rows, cols);
+    const int tpr = row_threads(cdiv(nv, csize), V8_K, 32); /* <= V8_TPB */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((int64_t)rows * csize));
+    cfg.blockDim = dim3((unsigned)tpr);
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)csize;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const T *xt = (const T *)x;
+    T *yt = (T *)y;
+    return (int)cudaLaunchKernelEx(&cfg, softmax_v8_cluster<T, true>, xt, yt, rows, cols, tpr, csize);
+}
+static int run_v8(void *s, const void *x, void *y, int rows, int cols) { return run_v8_t<float>(s, x, y, rows, cols); }
+static int run_v8_bf16(void *s, const void *x, void *y, int rows, int cols)
+{
+    return run_v8_t<__nv_bfloat16>(s, x, y, rows, cols);
+}
+
 extern "C" const softmax_version softmax_versions[] = {
     { "v1_naive", "one thread per row, 3 passes (max, sum, normalise), uncoalesced", 0, run_v1 },
     { "v2_block_shared", "block of 256 per row, coalesced, shared-memory tree reductions", 0, run_v2 },
@@ -478,5 +736,7 @@ extern "C" const softmax_version softmax_versions[] = {
     { "v6_vec_online_bf16", "v6 with bf16 input and output (fp32 math), 4 bf16 per 8-byte access", 1, run_v6_bf16 },
     { "v7_regs", "row in registers: max, then one ex2 per element kept for the write; rows packed per block", 0, run_v7 },
     { "v7_regs_bf16", "v7 with bf16 input and output (fp32 math)", 1, run_v7_bf16 },
+    { "v8_cluster", "v7 + 1 barrier per reduction; rows past 8k split over a cluster (max, sum through DSMEM)", 0, run_v8 },
+    { "v8_cluster_bf16", "v8 with 8 bf16 per 16-byte access kept packed, bf16x2 max, exponent recomputed in the write", 1, run_v8_bf16 },
 };
 extern "C" const int softmax_n_versions = (int)(sizeof softmax_versions / sizeof softmax_versions[0]);
