@@ -57,7 +57,8 @@
  * Re-measured 2026-12-04 (H200, `bench_cuda_gemv 20 q`, copy 4.22-4.26 TB/s), n_tok 1 q4_0, us (% of
  * copy): wo 4096x4096 5.44 (40.8%), wk 1024x4096 3.03 (18.4%), q|k|v 6144x4096 7.46 (44.6%), gate|up
  * 28672x4096 19.01 (81.7%), down 4096x14336 15.22 (51.0%), output 128256x4096 76.1 (91.2%): batch-1
- * step GEMVs 1.58 ms. Tried that day and not kept (slower; the patch is not in the tree):
+ * step GEMVs 1.586 ms (62.5%). With the prefetch before the wait (now the default): 4.95 / 3.07 / 7.32 /
+ * 18.98 / 14.62 / 75.72 us, 1.544 ms (64.3%); q4_1 1.697 -> 1.653 ms. Tried that day and not kept (slower; the patch is not in the tree):
  *  - a "streaming" kernel: each warp walks its rows as one stream of 512-byte steps with D steps in
  *    flight per lane, refilled as used (rolling) or G at a time, the first D issued before the x
  *    prologue. gate|up: D8 rolling 28.6 us, D8 G4 30.6, D4 G2 25.3, D12 G4 36.8 vs R1U4 19.0; wo
