@@ -1,6 +1,6 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps] [fuse]      (fuse: only the fusion table)
+ *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse]   (only the fusion table, the quantized table, both)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -151,6 +151,61 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     return ms;
 }
 
+/* The quantized table ("q"): cuk_gemv on the shapes a Llama-3-8B step runs (stacked q|k|v and gate|up),
+ * n_tok 1, 2, 4, 8, us per call and % of copy; the batch-1 step's GEMV time from them; the n_tok = 1
+ * variants of q4_0 (k_gemv.cu cuk_gemv_variant) on the same shapes. bf16 n_tok 1 for reference. */
+static void bench_quant(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
+{
+    static const struct { const char *name; int64_t n_out, n_in; } sh[] = {
+        {"wo", 4096, 4096},          {"wk", 1024, 4096},         {"qkv", 6144, 4096},
+        {"gate_up", 28672, 4096},    {"down", 4096, 14336},      {"output", 128256, 4096},
+    };
+    enum { NS = sizeof sh / sizeof *sh };
+    static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0, DTYPE_BF16};
+    static const int toks[] = {1, 2, 4, 8};
+    printf("quantized GEMVs: us per call (%% of copy), cuk_gemv's pick\n%-10s", "dtype n_tok");
+    for (int si = 0; si < NS; si++) printf(" %11s %5lldx%-6lld", sh[si].name, (long long)sh[si].n_out, (long long)sh[si].n_in);
+    printf("\n");
+    for (int di = 0; di < 4; di++) {
+        double t1[NS] = {0};
+        for (int ti = 0; ti < (types[di] == DTYPE_BF16 ? 1 : 4); ti++) {
+            printf("%-5s %-4d", dtype_name(types[di]), toks[ti]);
+            for (int si = 0; si < NS; si++) {
+                const double ms = time_config(s, types[di], sh[si].n_out, sh[si].n_in, toks[ti], 0, gemm, reps);
+                const double bytes = (double)cuk_weight_bytes(types[di], sh[si].n_out, sh[si].n_in) +
+                                     4.0 * toks[ti] * (double)(sh[si].n_in + sh[si].n_out);
+                if (ti == 0) t1[si] = ms;
+                printf("   %8.2f (%5.1f%%)   ", ms * 1e3, 100.0 * bytes / (ms * 1e-3) / copy);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+        /* batch-1 step: 32 x (qkv + wo + gate_up + down) + output */
+        const double ms = 32.0 * (t1[2] + t1[0] + t1[3] + t1[4]) + t1[5];
+        const double bytes = 32.0 * ((double)cuk_weight_bytes(types[di], 6144, 4096) +
+                                     (double)cuk_weight_bytes(types[di], 4096, 4096) +
+                                     (double)cuk_weight_bytes(types[di], 28672, 4096) +
+                                     (double)cuk_weight_bytes(types[di], 4096, 14336)) +
+                             (double)cuk_weight_bytes(types[di], 128256, 4096);
+        printf("  llama3-8b %s batch-1 GEMVs (stacked): %.3f ms/token, %.1f%% of copy\n", dtype_name(types[di]), ms,
+               100.0 * bytes / (ms * 1e-3) / copy);
+    }
+    printf("\nq4_0 / q8_0 n_tok 1 variants: us (%% of copy)\n");
+    for (int q = 0; q < 2; q++) {
+        const dtype t = q ? DTYPE_Q8_0 : DTYPE_Q4_0;
+        for (int v = 0; v < CUK_GEMV_VARIANTS; v++) {
+            printf("%-5s %-9s", dtype_name(t), "");
+            for (int si = 0; si < NS; si++) {
+                const double ms = time_config(s, t, sh[si].n_out, sh[si].n_in, 1, 2 + v, gemm, reps);
+                const double bytes = (double)cuk_weight_bytes(t, sh[si].n_out, sh[si].n_in) + 4.0 * (double)(sh[si].n_in + sh[si].n_out);
+                printf("   %8.2f (%5.1f%%)   ", ms * 1e3, 100.0 * bytes / (ms * 1e-3) / copy);
+            }
+            printf(" %s\n", variant_name);
+            fflush(stdout);
+        }
+    }
+}
+
 /* The fusion table (header). */
 static void bench_fusions(cudaStream_t s, int reps)
 {
@@ -189,8 +244,9 @@ int main(int argc, char **argv)
     AI(cuk_gemm_init(&gemm, &err));
     const double copy = copy_bandwidth(s, reps);
     printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
-    if (argc > 2 && strcmp(argv[2], "fuse") == 0) { /* the fusion table only */
-        bench_fusions(s, reps);
+    if (argc > 2 && (strcmp(argv[2], "fuse") == 0 || strcmp(argv[2], "q") == 0 || strcmp(argv[2], "qfuse") == 0)) {
+        if (argv[2][0] == 'q') bench_quant(s, gemm, reps, copy); /* the quantized table */
+        if (strcmp(argv[2], "q") != 0) bench_fusions(s, reps); /* the fusion table */
         cuk_gemm_free(gemm);
         cudaStreamDestroy(s);
         return 0;

@@ -280,9 +280,12 @@ static void test_gemv_all(void **state)
      * unaligned path for f16/bf16, n_in odd for f32 too) */
     /* 2100 and 8200 rows: the tensor-core kernel's 16- and 32-row blocks (fewer rows use 8); for the
      * dp4a kernel 1000 rows take 1 row per warp, 4099 two, 8200 four, 40000 x 32 makes the persistent
-     * CTAs loop over row groups, and 14336 columns fit only 4 tokens per pass (n_tok 7, 16: 2, 4 passes) */
+     * CTAs loop over row groups, and 14336 columns fit only 4 tokens per pass (n_tok 7, 16: 2, 4 passes);
+     * 3001 x 2048: rows shorter than the dp4a kernel's U x 32 chunks (q4: 64 chunks, U 4) with 1-2 rows
+     * per warp */
     static const int64_t shapes[][2] = {{37, 96}, {1000, 4128}, {130, 1056}, {3, 32}, {2100, 96}, {8200, 64},
-                                        {4099, 64}, {40000, 32}, {70, 14336}, {33, 99}, {17, 100}};
+                                        {4099, 64}, {40000, 32}, {70, 14336}, {33, 99}, {17, 100},
+                                        {3001, 2048}};
     static const int64_t toks[] = {1, 2, 3, 7, 16};
     for (size_t d = 0; d < sizeof all_types / sizeof *all_types; d++) {
         const dtype t = all_types[d];

@@ -33,8 +33,9 @@
  *    T = 8 (registers). Each warp owns a contiguous, balanced share of the rows (n_out / warps, +-1):
  *    with the persistent grid, whole row groups per warp left 52 of 396 CTAs with a second round on
  *    the 14336-row matrices.
- *  - Each warp L2-prefetches its first rows right after cuk_pdl_wait, so the weight stream starts
- *    while the CTA rounds x (the bench variant "dq early" issues it before the wait).
+ *  - Each warp L2-prefetches its first rows before cuk_pdl_wait (cuk_gemv passes early = 1 since
+ *    2026-12-04; a prefetch reads no data, so it cannot see a stale value): on an SM freed by the
+ *    previous kernel's tail the weight stream starts at once, and it runs while the CTA rounds x.
  *  - q4_1 is computed centred: d_w d_x sum((nib - 8) q) + (m + 8 d_w) sum(x). The x rounding error
  *    then meets (nib - 8) d_w instead of nib d_w: half the error (the first GPU run measured 1.02e-2
  *    relative with nib d_w).
@@ -52,6 +53,23 @@
  * prologue (an L2 round trip per 2 items per thread) and the launch/drain edges are a large share.
  * Registers (ptxas): 54-56 for R1U4 (3 CTAs of 256 per SM by __launch_bounds__), 125-128 for R4U4
  * (2 CTAs), 68-128 for the multi-token kernels; no spills, no stack.
+ *
+ * Re-measured 2026-12-04 (H200, `bench_cuda_gemv 20 q`, copy 4.22-4.26 TB/s), n_tok 1 q4_0, us (% of
+ * copy): wo 4096x4096 5.44 (40.8%), wk 1024x4096 3.03 (18.4%), q|k|v 6144x4096 7.46 (44.6%), gate|up
+ * 28672x4096 19.01 (81.7%), down 4096x14336 15.22 (51.0%), output 128256x4096 76.1 (91.2%): batch-1
+ * step GEMVs 1.586 ms (62.5%). With the prefetch before the wait (now the default): 4.95 / 3.07 / 7.32 /
+ * 18.98 / 14.62 / 75.72 us, 1.544 ms (64.3%); q4_1 1.697 -> 1.653 ms. Tried that day and not kept (slower; the patch is not in the tree):
+ *  - a "streaming" kernel: each warp walks its rows as one stream of 512-byte steps with D steps in
+ *    flight per lane, refilled as used (rolling) or G at a time, the first D issued before the x
+ *    prologue. gate|up: D8 rolling 28.6 us, D8 G4 30.6, D4 G2 25.3, D12 G4 36.8 vs R1U4 19.0; wo
+ *    6.0-6.2 vs 5.4; output 98-157 vs 76; D16 spilled (35%). Fewer, larger bursts per warp (R1U4: a
+ *    whole 2 KB row, then nothing) beat a steady trickle of 512-byte loads here.
+ *  - 16 warps per CTA at n_tok 2 (instead of 8): gate|up 39.6 vs 31.5 us, output 164 vs 117.
+ * n_tok 2-8 stay far below copy (gate|up n_tok 4: 38.7 us, 41%; n_tok 8: 64 us, 25%). By count (not
+ * measured in isolation) the shared-memory reads bound them: per 16-byte chunk and token a lane
+ * reads 48 bytes (int8 x halves + the float4 {d, s, sum x, sum x^2}), i.e. 12 of the SM's ~32 cycles
+ * per 512-byte warp load at T = 1, 48 at T = 4, 96 at T = 8. Next: R rows per lane sharing each x
+ * read at T >= 2, and {d, s} as a float2.
  *
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
