@@ -13,11 +13,14 @@
  *            reference sees the bf16-rounded input; the output's rounding is 2^-9 relative).
  *            Every row must sum to 1 within the same bound (times sqrt(cols) for bf16 absolute).
  *            Shapes: rows not a multiple of the rows packed per block, cols 1, 8, 1004, 1024, 4097
- *            (unaligned rows), 16392, 32768, 40000, 65536 (v8's clusters of 2..8 blocks) and 131080.
+ *            (unaligned rows), 16392, 32768, 40000, 65536 (v8's clusters of 2..8 blocks) and 131080;
+ *            and causal rows (all but the first r * cols / rows + 1 elements -1e30, as the unfused
+ *            attention baseline masks): whole warps and cluster blocks that see only the mask.
  * Also: the ladder driver (ladder_run, small sizes) runs end to end and reports every version ok;
  * bad arguments are refused without a launch.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +143,9 @@ static void test_reduce_bad_args(void **state)
 
 // ---- softmax ----------------------------------------------------------------------------------
 
-static void softmax_case(int rows, int cols, uint64_t *seed)
+/* causal: row r keeps its first r * cols / rows + 1 elements and the rest are -1e30, as the
+ * unfused attention baseline writes its mask (whole warps of a row see nothing else). */
+static void softmax_case(int rows, int cols, uint64_t *seed, bool causal)
 {
     const size_t n = (size_t)rows * cols;
     float *x = malloc(n * sizeof *x), *xb = malloc(n * sizeof *xb), *y = malloc(n * sizeof *y);
@@ -148,6 +153,8 @@ static void softmax_case(int rows, int cols, uint64_t *seed)
     double *ref = malloc(n * sizeof *ref), *refb = malloc(n * sizeof *refb);
     assert_true(x && xb && y && x16 && y16 && ref && refb);
     cuda_test_fill(x, n, seed, 6.0f);
+    for (int r = 0; causal && r < rows; r++)
+        for (int c = (int)((int64_t)r * cols / rows) + 1; c < cols; c++) x[(size_t)r * cols + c] = -1e30f;
     dtype_f32_to_bf16_row(x, x16, (int64_t)n);
     dtype_bf16_to_f32_row(x16, xb, (int64_t)n);
     for (int pass = 0; pass < 2; pass++) {
@@ -197,22 +204,26 @@ static void test_softmax_versions(void **state)
     (void)state;
     CUDA_TEST_REQUIRE();
     uint64_t seed = 0xABCDEF;
-    softmax_case(3, 1000, &seed);
-    softmax_case(64, 4097, &seed);
-    softmax_case(8, 32768, &seed);
-    softmax_case(5, 1, &seed);     /* one element: exactly 1 */
-    softmax_case(2, 40000, &seed); /* beyond v6's registers (1024 threads x 8 x 4): re-read path */
+    softmax_case(3, 1000, &seed, false);
+    softmax_case(64, 4097, &seed, false);
+    softmax_case(8, 32768, &seed, false);
+    softmax_case(5, 1, &seed, false);     /* one element: exactly 1 */
+    softmax_case(2, 40000, &seed, false); /* beyond v6's registers (1024 threads x 8 x 4): re-read path */
     /* v8: rows packed per block (8 fp32 / 16 bf16 rows of 1k per 256 threads) with a partial last
      * block; cols a multiple of 4 but not of 8 (bf16 takes v7); groups of 1 or 2 threads per row */
-    softmax_case(13, 1024, &seed);
-    softmax_case(7, 1004, &seed);
-    softmax_case(9, 8, &seed);
+    softmax_case(13, 1024, &seed, false);
+    softmax_case(7, 1004, &seed, false);
+    softmax_case(9, 8, &seed, false);
     /* v8 clusters (fp32 / bf16 blocks per row): 16392 = 3 / one block of 288 threads, 32768 above
      * = 4 / one of 512, 40000 above = 5 / 3, 65536 = 8 / 4; 131080 is past 8 blocks in both dtypes
      * (v8 falls back to v7, v7 to v6) */
-    softmax_case(3, 16392, &seed);
-    softmax_case(3, 65536, &seed);
-    softmax_case(2, 131080, &seed);
+    softmax_case(3, 16392, &seed, false);
+    softmax_case(3, 65536, &seed, false);
+    softmax_case(2, 131080, &seed, false);
+    /* causal masks of -1e30: warps (and cluster blocks) whose whole slice is masked */
+    softmax_case(64, 4096, &seed, true);
+    softmax_case(16, 32768, &seed, true);
+    softmax_case(8, 40000, &seed, true);
 }
 
 static void test_softmax_bad_args(void **state)

@@ -423,24 +423,33 @@ __device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 
 __device__ __forceinline__ float bf_lo2(unsigned w) { return __uint_as_float(__byte_perm(w, 0u, 0x1044)); }
 __device__ __forceinline__ float bf_hi2(unsigned w) { return __uint_as_float(__byte_perm(w, 0u, 0x3244)); }
 
-/* Pass 2, sum of 2^(x log2e - ml). fp32 keeps e in place of x for the write (v7); bf16 keeps the packed
- * input (half the registers per element) and recomputes the exponent in the write. */
-__device__ __forceinline__ float v8_exp_sum(float4 &v, float ml)
+/* 2^((x - m) log2e) for a shift m with ml = m log2e (rounded): one FFMA when |m| <= V8_EXACT_MAX, else
+ * the subtraction first. fmaf(x, log2e, -ml) is off by ml's rounding, 0.5 ulp(|m| log2e): harmless
+ * for ordinary logits (< 4e-6 at |m| <= 64), but a warp whose slice is all -1e30 (a causal mask
+ * written as a large negative number) would get 2^(1e23) = inf. `big` is uniform over a row group. */
+#define V8_EXACT_MAX 64.0f
+__device__ __forceinline__ float v8_e(float x, float m, float ml, bool big)
 {
-    v = make_float4(ex2(fmaf(v.x, KLOG2E, -ml)), ex2(fmaf(v.y, KLOG2E, -ml)), ex2(fmaf(v.z, KLOG2E, -ml)),
-                    ex2(fmaf(v.w, KLOG2E, -ml)));
+    return ex2(big ? (x - m) * KLOG2E : fmaf(x, KLOG2E, -ml));
+}
+/* Pass 2, sum of 2^((x - m) log2e). fp32 keeps e in place of x for the write (v7); bf16 keeps the
+ * packed input (half the registers per element) and recomputes the exponent in the write. */
+__device__ __forceinline__ float v8_exp_sum(float4 &v, float m, float ml, bool big)
+{
+    v = make_float4(v8_e(v.x, m, ml, big), v8_e(v.y, m, ml, big), v8_e(v.z, m, ml, big), v8_e(v.w, m, ml, big));
     return (v.x + v.y) + (v.z + v.w);
 }
-__device__ __forceinline__ float v8_exp_sum(uint4 &v, float ml)
+__device__ __forceinline__ float v8_exp_sum(uint4 &v, float m, float ml, bool big)
 {
     const unsigned w[4] = { v.x, v.y, v.z, v.w };
     float d = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 4; i++) d += ex2(fmaf(bf_lo(w[i]), KLOG2E, -ml)) + ex2(fmaf(bf_hi(w[i]), KLOG2E, -ml));
+    for (int i = 0; i < 4; i++) d += v8_e(bf_lo(w[i]), m, ml, big) + v8_e(bf_hi(w[i]), m, ml, big);
     return d;
 }
-/* Pass 3: y = e / d (fp32), or y = 2^(x log2e - (ml + log2 d)) rounded to bf16 (one ex2, no divide). */
-__device__ __forceinline__ void v8_store(float *p, int64_t i, const float4 &e, float inv, float)
+/* Pass 3: y = e / d (fp32), or y = 2^((x - M) log2e - log2 d) rounded to bf16 (one ex2, no divide;
+ * cl = M log2e + log2 d). */
+__device__ __forceinline__ void v8_store(float *p, int64_t i, const float4 &e, float inv, float, float, float, bool)
 {
     ((float4 *)p)[i] = make_float4(e.x * inv, e.y * inv, e.z * inv, e.w * inv);
 }
@@ -449,13 +458,18 @@ __device__ __forceinline__ unsigned bf2_pack(float lo, float hi)
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *(const unsigned *)&h;
 }
-__device__ __forceinline__ void v8_store(__nv_bfloat16 *p, int64_t i, const uint4 &v, float, float cl)
+__device__ __forceinline__ float v8_y(float x, float M, float cl, float l2d, bool big)
+{
+    return ex2(big ? fmaf(x - M, KLOG2E, -l2d) : fmaf(x, KLOG2E, -cl));
+}
+__device__ __forceinline__ void v8_store(__nv_bfloat16 *p, int64_t i, const uint4 &v, float, float M, float cl,
+                                         float l2d, bool big)
 {
     const unsigned w[4] = { v.x, v.y, v.z, v.w };
     unsigned o[4];
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        o[k] = bf2_pack(ex2(fmaf(bf_lo2(w[k]), KLOG2E, -cl)), ex2(fmaf(bf_hi2(w[k]), KLOG2E, -cl)));
+        o[k] = bf2_pack(v8_y(bf_lo2(w[k]), M, cl, l2d, big), v8_y(bf_hi2(w[k]), M, cl, l2d, big));
     ((uint4 *)p)[i] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 __device__ __forceinline__ float lg2(float x)
@@ -557,12 +571,14 @@ __global__ void __launch_bounds__(V8_TPB_MAX, V8_MIN_BLOCKS) softmax_v8_cluster(
         m = v8_max(m, v[j]);
     }
     m = v8_warp<0>(m, tpr);
-    const float ml = m == -INFINITY ? 0.0f : m * KLOG2E; /* a warp of padding only: e = 0, d = 0 */
+    /* a warp of padding only: m = -inf, shift 0 so e = 0, d = 0 */
+    const float ms = m == -INFINITY ? 0.0f : m, ml = ms * KLOG2E;
+    const bool big = fabsf(ms) > V8_EXACT_MAX;
     float d = 0.0f;
 #pragma unroll
-    for (int j = 0; j < V8_K; j++) d += v8_exp_sum(v[j], ml); /* 2^(-inf) = 0: padding adds nothing */
+    for (int j = 0; j < V8_K; j++) d += v8_exp_sum(v[j], ms, ml, big); /* 2^(-inf) = 0: padding adds nothing */
     d = v8_warp<1>(d, tpr);
-    float gl = ml; /* M log2e: the row's max, scaled */
+    float M = ms; /* the row's max (unscaled: differences of maxima stay exact where it matters) */
     if (CL || tpr > 32) {
         const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
         int g0, n; /* this row's slots */
@@ -570,30 +586,31 @@ __global__ void __launch_bounds__(V8_TPB_MAX, V8_MIN_BLOCKS) softmax_v8_cluster(
             const int nw = blockDim.x >> 5;
             cluster_wait();
             if (lane < csize) {
-                dsmem_store(s_m, (blockIdx.x % csize) * nw + w, (unsigned)lane, m * KLOG2E);
+                dsmem_store(s_m, (blockIdx.x % csize) * nw + w, (unsigned)lane, m);
                 dsmem_store(s_d, (blockIdx.x % csize) * nw + w, (unsigned)lane, d);
             }
             cluster_arrive();
             cluster_wait();
             g0 = 0, n = csize * nw;
         } else {
-            if (lane == 0) s_m[w] = m * KLOG2E, s_d[w] = d; /* -inf for padding: weight 0 below */
+            if (lane == 0) s_m[w] = m, s_d[w] = d; /* -inf for padding: weight 0 below */
             __syncthreads();
             n = tpr >> 5, g0 = w - w % n;
         }
-        gl = -INFINITY;
-        for (int i = lane; i < n; i += 32) gl = fmaxf(gl, s_m[g0 + i]);
-        gl = warp_max(gl);
+        M = -INFINITY;
+        for (int i = lane; i < n; i += 32) M = fmaxf(M, s_m[g0 + i]);
+        M = warp_max(M);
         float dd = 0.0f;
-        for (int i = lane; i < n; i += 32) dd += s_d[g0 + i] * ex2(s_m[g0 + i] - gl);
+        for (int i = lane; i < n; i += 32) dd += s_d[g0 + i] * ex2((s_m[g0 + i] - M) * KLOG2E);
         d = warp_sum(dd);
     }
     if (row >= rows) return;
-    const float inv = ex2(ml - gl) / d, cl = gl + lg2(d);
+    const float inv = ex2((ms - M) * KLOG2E) / d, l2d = lg2(d), cl = fmaf(M, KLOG2E, l2d);
+    const bool bigM = fabsf(M) > V8_EXACT_MAX;
 #pragma unroll
     for (int j = 0; j < V8_K; j++) {
         const int c = t + j * tpr;
-        if (c < cnt) v8_store(yr, c, v[j], inv, cl);
+        if (c < cnt) v8_store(yr, c, v[j], inv, M, cl, l2d, bigM);
     }
 }
 
