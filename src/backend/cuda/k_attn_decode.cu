@@ -36,7 +36,8 @@
  *     SM; d 64: NS = 4, 72 KB per CTA, 3 CTAs per SM.
  *  4. Short dependent chains at small contexts: the block-table entries of the first NS - 1 tiles
  *     are loaded speculatively (any key below max_seq_len is inside the table) in the same round
- *     trip as seq_len, q is loaded after the first copies are issued, splits go down to 64 keys
+ *     trip as seq_len, before the PDL wait (they are host-uploaded: that round trip overlaps the
+ *     previous kernel's tail), q is loaded after the first copies are issued, splits go down to 64 keys
  *     (one tile per warp) so 1 x 1k spreads over 128 CTAs, and the last-CTA merge is one pass (a
  *     thread loads (m, l, its float4 column) of 16 splits at once): b1 x 1k went from 11.4 to 8.2 us.
  *  5. Q is rounded to f16 once (A fragments in registers for the whole loop); scores are scaled by
@@ -143,7 +144,6 @@ template <int D>
 __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
 {
-    cuk_pdl_wait();
     using cfg = dec_cfg<D>;
     constexpr int NS = cfg::NS, RS = cfg::RS, TILE = cfg::TILE, STAGE = cfg::STAGE;
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
@@ -183,6 +183,10 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     const int q0 = a.q_start[s], q_len = a.q_start[s + 1] - q0;
     if (q_len < 1 || k_begin >= seq_len) return; /* seq_len 0 is outside the contract */
     const int k_end = min(seq_len, k_begin + chunk);
+    /* Everything above reads only what the host uploaded before the step (sequence lengths, query
+     * starts, block tables), so it runs while the previous kernel (rope + KV store) drains; q and the
+     * new K/V rows it wrote are read only after this wait (cuk_launch.h). */
+    cuk_pdl_wait();
 
     const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
     const size_t row = (size_t)a.n_head_kv * D;
