@@ -68,6 +68,7 @@
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/cuk_mma.cuh"
 
 #define DEC_TK 16 /* keys per warp tile (the k extent of one P.V mma) */
 #define DEC_WARPS 4
@@ -89,33 +90,6 @@ template <int D> struct dec_cfg {
     static_assert((size_t)MIN_CTAS * (bytes + 1024 + 256) <= 228 * 1024, "MIN_CTAS rings fit an SM");
 };
 
-static __device__ __forceinline__ void dec_ldsm4(uint32_t r[4], const __half *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-static __device__ __forceinline__ void dec_ldsm4_t(uint32_t r[4], const __half *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-/* c (16x8 f32) += a (16x16 f16, row) . b (16x8 f16, col) */
-static __device__ __forceinline__ void dec_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ uint32_t dec_pack(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
 /* Bulk (TMA, non-tensor) copy of `bytes` contiguous bytes global -> shared, completing on mbarrier
  * `bar` (shared-window addresses; the CTA is its own cluster). */
 static __device__ __forceinline__ void dec_bulk(uint32_t saddr, const void *gmem, uint32_t bytes, uint32_t bar)
@@ -239,7 +213,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
             v[2] = ok0 ? __ldg((const float2 *)(qp + (size_t)r0 * D + c + 8)) : make_float2(0.f, 0.f);
             v[3] = ok1 ? __ldg((const float2 *)(qp + (size_t)(r0 + 8) * D + c + 8)) : make_float2(0.f, 0.f);
 #pragma unroll
-            for (int i = 0; i < 4; i++) qa[kk][i] = dec_pack(v[i].x, v[i].y);
+            for (int i = 0; i < 4; i++) qa[kk][i] = cuk_pack_f16(v[i].x, v[i].y);
         }
     }
     const float qscale = a.scale * KATTN_LOG2E;
@@ -277,9 +251,9 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
             uint32_t b[4];
-            dec_ldsm4(b, ks + k_row * RS + (2 * kk + k_chk) * 8);
-            dec_mma(sc[0], qa[kk], b[0], b[1]);
-            dec_mma(sc[1], qa[kk], b[2], b[3]);
+            cuk_ldsm4(b, ks + k_row * RS + (2 * kk + k_chk) * 8);
+            cuk_mma_f16(sc[0], qa[kk], b[0], b[1]);
+            cuk_mma_f16(sc[1], qa[kk], b[2], b[3]);
         }
         /* online softmax (log2 domain); keys past the split / sequence score -inf */
         const int kt0 = k_begin + (warp + DEC_WARPS * i) * DEC_TK;
@@ -322,14 +296,14 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
             o[n][3] *= c1;
         }
         /* O += P V: P (16 heads x 16 keys) as the A fragment straight from the S accumulators */
-        const uint32_t pa[4] = { dec_pack(sc[0][0], sc[0][1]), dec_pack(sc[0][2], sc[0][3]),
-                                 dec_pack(sc[1][0], sc[1][1]), dec_pack(sc[1][2], sc[1][3]) };
+        const uint32_t pa[4] = { cuk_pack_f16(sc[0][0], sc[0][1]), cuk_pack_f16(sc[0][2], sc[0][3]),
+                                 cuk_pack_f16(sc[1][0], sc[1][1]), cuk_pack_f16(sc[1][2], sc[1][3]) };
 #pragma unroll
         for (int np = 0; np < KS; np++) {
             uint32_t b[4];
-            dec_ldsm4_t(b, vs + v_row * RS + (2 * np + v_chk) * 8);
-            dec_mma(o[2 * np], pa, b[0], b[1]);
-            dec_mma(o[2 * np + 1], pa, b[2], b[3]);
+            cuk_ldsm4_t(b, vs + v_row * RS + (2 * np + v_chk) * 8);
+            cuk_mma_f16(o[2 * np], pa, b[0], b[1]);
+            cuk_mma_f16(o[2 * np + 1], pa, b[2], b[3]);
         }
     }
     /* every issued tile (i < nt) was waited for: no copy is in flight */

@@ -23,6 +23,7 @@
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/cuk_mma.cuh"
 
 #define FA_BN 64
 /* Warps per CTA (16 query rows each): 4 -> 64-row tiles, 8 -> 128-row tiles. */
@@ -30,34 +31,6 @@
 #define KATTN_FA_WARPS 4
 #endif
 
-static __device__ __forceinline__ void fa_ldsm4(uint32_t r[4], const void *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-static __device__ __forceinline__ void fa_ldsm4_t(uint32_t r[4], const void *p)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-static __device__ __forceinline__ void fa_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ uint32_t fa_pack(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-/* Offset in halves of chunk c (8 halves) of row r in a swizzled [rows][D] tile. */
-template <int D> static __device__ __forceinline__ int fa_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
 
 template <int D, int NW> struct fa_cfg {
     static constexpr size_t smem = (size_t)(16 * NW * D + 4 * FA_BN * D) * 2; /* Q, 2 x (K, V) */
@@ -85,7 +58,7 @@ template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) katt
         const int r = i / (D / 4), d = (i % (D / 4)) * 4;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (row0 + r < q_len) v = *(const float4 *)(a.q + (size_t)(q0 + row0 + r) * a.q_stride + (size_t)h * D + d);
-        __half *dst = Qs + fa_sw<D>(r, d >> 3) + (d & 7);
+        __half *dst = Qs + cuk_sw<D>(r, d >> 3) + (d & 7);
         *(__half2 *)dst = __floats2half2_rn(v.x * qscale, v.y * qscale);
         *(__half2 *)(dst + 2) = __floats2half2_rn(v.z * qscale, v.w * qscale);
     }
@@ -102,7 +75,7 @@ template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) katt
             const bool ok = j < kv_len;
             size_t off = 0;
             if (ok) off = ((size_t)bt[j >> bsh] * a.block_size + (j & bmask)) * rowsz + (size_t)kvh * D + part * 8;
-            const int so = fa_sw<D>(r, part);
+            const int so = cuk_sw<D>(r, part);
             kattn_cp16(ks + so, kc + off, ok);
             kattn_cp16(vs + so, vc + off, ok);
         }
@@ -117,7 +90,7 @@ template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) katt
     {
         const int r = warp * 16 + (lane & 15);
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) fa_ldsm4(qf[kk], Qs + fa_sw<D>(r, kk * 2 + (lane >> 4)));
+        for (int kk = 0; kk < D / 16; kk++) cuk_ldsm4(qf[kk], Qs + cuk_sw<D>(r, kk * 2 + (lane >> 4)));
     }
     float o[DB][4];
 #pragma unroll
@@ -146,9 +119,9 @@ template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) katt
             for (int nb2 = 0; nb2 < NB / 2; nb2++) {
                 uint32_t b[4];
                 const int r = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-                fa_ldsm4(b, ks + fa_sw<D>(r, kk * 2 + ((lane >> 3) & 1)));
-                fa_mma(sc[2 * nb2], qf[kk], b[0], b[1]);
-                fa_mma(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
+                cuk_ldsm4(b, ks + cuk_sw<D>(r, kk * 2 + ((lane >> 3) & 1)));
+                cuk_mma_f16(sc[2 * nb2], qf[kk], b[0], b[1]);
+                cuk_mma_f16(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
             }
         }
         const int kbase = kt * FA_BN;
@@ -195,14 +168,14 @@ template <int D, int NW> __global__ void __launch_bounds__(NW * 32, 8 / NW) katt
             }
             l0 += p[0] + p[1] + p[4] + p[5];
             l1 += p[2] + p[3] + p[6] + p[7];
-            uint32_t pa[4] = {fa_pack(p[0], p[1]), fa_pack(p[2], p[3]), fa_pack(p[4], p[5]), fa_pack(p[6], p[7])};
+            uint32_t pa[4] = {cuk_pack_f16(p[0], p[1]), cuk_pack_f16(p[2], p[3]), cuk_pack_f16(p[4], p[5]), cuk_pack_f16(p[6], p[7])};
 #pragma unroll
             for (int db2 = 0; db2 < DB / 2; db2++) {
                 uint32_t b[4];
                 const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                fa_ldsm4_t(b, vs + fa_sw<D>(r, db2 * 2 + (lane >> 4)));
-                fa_mma(o[2 * db2], pa, b[0], b[1]);
-                fa_mma(o[2 * db2 + 1], pa, b[2], b[3]);
+                cuk_ldsm4_t(b, vs + cuk_sw<D>(r, db2 * 2 + (lane >> 4)));
+                cuk_mma_f16(o[2 * db2], pa, b[0], b[1]);
+                cuk_mma_f16(o[2 * db2 + 1], pa, b[2], b[3]);
             }
         }
         __syncthreads(); /* this stage is refilled two tiles later */

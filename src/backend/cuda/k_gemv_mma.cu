@@ -34,6 +34,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/cuk_mma.cuh"
 #include "backend/cuda/k_gemv.h"
 #include "backend/cuda/k_gemv_fuse.h"
 
@@ -52,27 +53,20 @@ __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
     return v;
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float a, float b)
-{
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x (low half) = a */
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
 /* hi/lo bf16 pairs of (a, b): a = hi.x + lo.x to ~16 bits. */
 __device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo)
 {
-    hi = pack_bf16(a, b);
+    hi = cuk_pack_bf16(a, b);
     const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xFFFF0000u);
-    lo = pack_bf16(a - ha, b - hb);
+    lo = cuk_pack_bf16(a - ha, b - hb);
 }
 
+/* A fragment (a0..a3) of rows g / g + 8 built from the x fragments, times the w tile's b0, b1. */
 __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                     uint32_t b1)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    const uint32_t a[4] = { a0, a1, a2, a3 };
+    cuk_mma_bf16(c, a, b0, b1);
 }
 
 /* x fragment of one lane for one tile: 8 columns of token rows g (a*) and g + 8 (b*), hi and lo. */

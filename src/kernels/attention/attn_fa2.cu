@@ -19,6 +19,7 @@
  * only and returns no lse (see docs/kernels/attention.md for the decision and the row that calls it).
  * Invariant: key 0 is in tile 0 and visible to every query row, so each row's max is finite after it.
  */
+#include "backend/cuda/cuk_mma.cuh"
 #include "kernels/attention/attn_internal.h"
 
 #define FA2_BN 64
@@ -36,32 +37,6 @@ template <int N> static __device__ __forceinline__ void fa2_wait(void)
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-static __device__ __forceinline__ void fa2_ldsm4(uint32_t r[4], const void *p, bool trans)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    if (trans)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(a));
-}
-static __device__ __forceinline__ void fa2_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ uint32_t fa2_pack(float lo, float hi)
-{
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-/* Offset in elements of 16-byte chunk c of row r in a swizzled [rows][D] bf16 tile. */
-template <int D> static __device__ __forceinline__ int fa2_sw(int r, int c) { return r * D + ((c ^ (r & 7)) << 3); }
 
 template <int D> struct fa2_cfg {
     static constexpr size_t smem = (size_t)(FA2_BM * D + 4 * FA2_BN * D) * 2; /* Q, 2 x (K, V) */
@@ -85,7 +60,7 @@ __global__ void __launch_bounds__(FA2_NW * 32, 2)
     for (int i = tid; i < FA2_BM * CH; i += NT) {
         const int r = i / CH, part = i % CH;
         const bool ok = row0 + r < s;
-        fa2_cp16(Qs + fa2_sw<D>(r, part), q + (ok ? (int64_t)(row0 + r) * D + part * 8 : 0), ok);
+        fa2_cp16(Qs + cuk_sw<D>(r, part), q + (ok ? (int64_t)(row0 + r) * D + part * 8 : 0), ok);
     }
     auto load_kv = [&](int kt, int st) {
         bf16 *ks = Ks + st * FA2_BN * D, *vs = Vs + st * FA2_BN * D;
@@ -94,8 +69,8 @@ __global__ void __launch_bounds__(FA2_NW * 32, 2)
             const int c = tid + NT * i, r = c / CH, part = c % CH, j = kt * FA2_BN + r;
             const bool ok = j < kv_len;
             const int64_t off = ok ? (int64_t)j * D + part * 8 : 0;
-            fa2_cp16(ks + fa2_sw<D>(r, part), k + off, ok);
-            fa2_cp16(vs + fa2_sw<D>(r, part), v + off, ok);
+            fa2_cp16(ks + cuk_sw<D>(r, part), k + off, ok);
+            fa2_cp16(vs + cuk_sw<D>(r, part), v + off, ok);
         }
         fa2_commit();
     };
@@ -122,7 +97,7 @@ __global__ void __launch_bounds__(FA2_NW * 32, 2)
         if (kt == 0) {
             const int r = warp * 16 + (lane & 15);
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) fa2_ldsm4(qf[kk], Qs + fa2_sw<D>(r, kk * 2 + (lane >> 4)), false);
+            for (int kk = 0; kk < D / 16; kk++) cuk_ldsm4(qf[kk], Qs + cuk_sw<D>(r, kk * 2 + (lane >> 4)));
         }
         const bf16 *ks = Ks + st * FA2_BN * D, *vs = Vs + st * FA2_BN * D;
 
@@ -135,9 +110,9 @@ __global__ void __launch_bounds__(FA2_NW * 32, 2)
             for (int nb2 = 0; nb2 < NB / 2; nb2++) {
                 uint32_t b[4];
                 const int r = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-                fa2_ldsm4(b, ks + fa2_sw<D>(r, kk * 2 + ((lane >> 3) & 1)), false);
-                fa2_mma(sc[2 * nb2], qf[kk], b[0], b[1]);
-                fa2_mma(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
+                cuk_ldsm4(b, ks + cuk_sw<D>(r, kk * 2 + ((lane >> 3) & 1)));
+                cuk_mma_bf16(sc[2 * nb2], qf[kk], b[0], b[1]);
+                cuk_mma_bf16(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
             }
         }
 #pragma unroll
@@ -188,15 +163,15 @@ __global__ void __launch_bounds__(FA2_NW * 32, 2)
             }
             l0 += p[0] + p[1] + p[4] + p[5];
             l1 += p[2] + p[3] + p[6] + p[7];
-            const uint32_t pa[4] = { fa2_pack(p[0], p[1]), fa2_pack(p[2], p[3]), fa2_pack(p[4], p[5]),
-                                     fa2_pack(p[6], p[7]) };
+            const uint32_t pa[4] = { cuk_pack_bf16(p[0], p[1]), cuk_pack_bf16(p[2], p[3]), cuk_pack_bf16(p[4], p[5]),
+                                     cuk_pack_bf16(p[6], p[7]) };
 #pragma unroll
             for (int db2 = 0; db2 < DB / 2; db2++) {
                 uint32_t b[4];
                 const int r = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-                fa2_ldsm4(b, vs + fa2_sw<D>(r, db2 * 2 + (lane >> 4)), true);
-                fa2_mma(o[2 * db2], pa, b[0], b[1]);
-                fa2_mma(o[2 * db2 + 1], pa, b[2], b[3]);
+                cuk_ldsm4_t(b, vs + cuk_sw<D>(r, db2 * 2 + (lane >> 4)));
+                cuk_mma_bf16(o[2 * db2], pa, b[0], b[1]);
+                cuk_mma_bf16(o[2 * db2 + 1], pa, b[2], b[3]);
             }
         }
         __syncthreads(); /* this stage is refilled by the next iteration's prefetch */

@@ -2,6 +2,7 @@
  * present on Hopper). C (M, N) = A (M, K) x B (K, N), bf16 in, fp32 accumulate in the tensor core,
  * bf16 out. Needs K % 8 == 0, N % 8 == 0 (16-byte cp.async chunks); any M, N, K otherwise.
  */
+#include "backend/cuda/cuk_mma.cuh"
 #include "kernels/gemm/gemm_internal.cuh"
 
 #define BM 128
@@ -68,27 +69,18 @@ __global__ void __launch_bounds__(256) gemm_v7_mma_sync(const gbf *__restrict__ 
 #pragma unroll
             for (int mi = 0; mi < 4; mi++) {
                 const gbf *p = as + (wm * 64 + mi * 16 + lane % 16) * AP + ks + (lane / 16) * 8;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3])
-                             : "r"(saddr(p)));
+                cuk_ldsm4(a[mi], p);
             }
 #pragma unroll
             for (int p2 = 0; p2 < 2; p2++) { /* one x4.trans = two n8 tiles x (k 0-7, k 8-15) */
                 const gbf *p = bs + (ks + lane % 8 + ((lane / 8) & 1) * 8) * BP + wn * 32 + p2 * 16 + (lane / 16) * 8;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(b[2 * p2][0]), "=r"(b[2 * p2][1]), "=r"(b[2 * p2 + 1][0]), "=r"(b[2 * p2 + 1][1])
-                             : "r"(saddr(p)));
+                cuk_ldsm4_t(&b[2 * p2][0], p); /* b[2 p2], b[2 p2 + 1]: 4 consecutive words */
             }
 #pragma unroll
             for (int mi = 0; mi < 4; mi++)
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) {
-                    float *d = acc[mi][ni];
-                    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                                 "{%8,%9}, {%0,%1,%2,%3};\n"
-                                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                                 : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]),
-                                   "r"(b[ni][1]));
+                    cuk_mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
                 }
         }
     }
