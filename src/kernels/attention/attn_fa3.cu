@@ -247,8 +247,8 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
         for (int kk = 0; kk < D / 16; kk++) {
             const uint64_t a = qd + (((kk >> 2) * FA3_BM * 128 + (kk & 3) * 32) >> 4),
                            b = kd + (((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4);
-            if (BN == 128) fa3_ss_n128_t0(sacc, a, b, kk > 0);
-            else fa3_ss_n64_t0(sacc, a, b, kk > 0);
+            if (BN == 128) wgmma_m64n128k16<0>(sacc, a, b, kk > 0);
+            else wgmma_m64n64k16<0>(sacc, a, b, kk > 0);
         }
         wgmma_commit();
     };

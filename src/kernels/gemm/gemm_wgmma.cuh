@@ -1,15 +1,17 @@
-/* gemm_wgmma.cuh - the wgmma instructions the Hopper GEMM kernels use (gemm_hopper.cu), one
- * function per tile width, each accumulator register named as an operand so the compiler keeps the
- * accumulators in place across asynchronous wgmmas. Shape m64nNk16, bf16 x bf16 -> fp32, scale_d 0:
- * d = A B (d's old values ignored), 1: d += A B, A K-major (trans-a 0), B N-major (trans-b 1: row-major B). */
+/* gemm_wgmma.cuh - the wgmma instructions with both operands in shared memory, for the Hopper GEMM
+ * kernels (gemm_hopper.cu) and attention v4 (attn_fa3.cu's S = Q K^T), one function per tile width,
+ * each accumulator register named as an operand so the compiler keeps the accumulators in place
+ * across asynchronous wgmmas. Shape m64nNk16, bf16 x bf16 -> fp32, scale_d 0: d = A B (d's old
+ * values ignored), 1: d += A B, A K-major (trans-a 0); B N-major (TB = 1: a row-major B, the GEMM's)
+ * or K-major (TB = 0: rows of K, attention's Q K^T). */
 #ifndef AIINFRA_KERNELS_GEMM_WGMMA_CUH
 #define AIINFRA_KERNELS_GEMM_WGMMA_CUH
 
 #include <stdint.h>
 
 /* d (64 x 128 fp32 per warpgroup, 64 per thread) += A (64 x 16, K-major, from desc a) x B (16 x 128,
- * N-major, from desc b). Asynchronous: fenced by wgmma_fence, completed by commit + wait. */
-__device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t a, uint64_t b, int scale_d)
+ * from desc b; TB above). Asynchronous: fenced by wgmma_fence, completed by commit + wait. */
+template <int TB = 1> __device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t a, uint64_t b, int scale_d)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -17,7 +19,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t a, uint64_t 
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 1;\n"
+                 "}, %64, %65, p, 1, 1, 0, %67;\n"
                  "}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -27,7 +29,23 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t a, uint64_t 
                    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
                    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(a), "l"(b), "r"(scale_d));
+                 : "l"(a), "l"(b), "r"(scale_d), "n"(TB));
+}
+
+/* d (64 x 64 fp32 per warpgroup, 32 per thread) += A (64 x 16, K-major, from desc a) x B (16 x 64,
+ * from desc b; TB above). */
+template <int TB = 1> __device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t a, uint64_t b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(scale_d), "n"(TB));
 }
 
 /* d (64 x 256 fp32 per warpgroup, 128 per thread) += A (64 x 16, K-major, from desc a) x B (16 x 256,
