@@ -6,6 +6,8 @@
 #   fixture/smollm2-8l.gguf   real weights for the GPU-vs-CPU test (scripts/make_gpu_fixture.py), when
 #          the default model is in the cache; fixture/llama3-tokenizer for scripts/gpu_hf_parity.py
 # build/gpu-libs gets the same libraries, for running build/tests/* in place.
+# build/gpu.tar.xz: the same folder compressed (~42 MB against ~80 MB): what to carry to a machine
+# that takes at most 64 MiB of files (scripts/gpu-check.sh unpacks it when build/gpu is missing).
 set -euo pipefail
 g=build/gpu
 rm -rf "$g"
@@ -32,4 +34,5 @@ tok=build/data/tokenizers/hf/llama3 # the real Llama-3 tokenizer (make data), fo
 if [ -f $tok/tokenizer.json ]; then
   mkdir -p "$g/fixture/llama3-tokenizer" && cp $tok/tokenizer.json $tok/tokenizer_config.json "$g/fixture/llama3-tokenizer/"
 fi
-du -sh "$g"
+tar -C build -cf - gpu | xz -6 -T0 >build/gpu.tar.xz
+du -sh "$g" build/gpu.tar.xz

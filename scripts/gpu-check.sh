@@ -2,7 +2,8 @@
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
 #   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
 #   there:  scripts/gpu-check.sh [tests|parity|bench|all] [extra aiinfra-bench configs...]
-#           (device tool: carry build/gpu); SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
+#           (device tool: carry build/gpu.tar.xz, unpacked here when build/gpu is absent or older);
+#           SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
 # memcheck + racecheck on the kernel tests), kernels.log (kernel benchmarks), bench.jsonl (one
 # `aiinfra bench --json` line per configuration), and prints a short table last.
@@ -12,6 +13,10 @@ what=${1:-all}
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
 G=build/gpu
+# carried compressed (scripts/gpu-bundle.sh): unpack a fresh copy
+if [ -f build/gpu.tar.xz ] && { [ ! -d $G ] || [ build/gpu.tar.xz -nt $G ]; }; then
+  rm -rf $G && tar -C build -xJf build/gpu.tar.xz
+fi
 export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
 [ -f $G/fixture/smollm2-8l.gguf ] && export AIINFRA_GPU_GGUF=$G/fixture/smollm2-8l.gguf
 summary=$OUT/summary.txt
@@ -58,6 +63,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   fi
   : >"$OUT/bench.jsonl"
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse all"
            "--arch llama3-8b --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 64 --prompt 1024 --gen 64"
