@@ -269,8 +269,8 @@ done:
 ai_status ladder_decode(ladder_ctx *c, ai_err *err)
 {
     static const decode_shape big[] = {
-        { 1, { 1024 } }, { 1, { 8192 } }, { 1, { 32768 } }, { 8, { 8192 } }, { 64, { 2048 } },
-    };
+        { 1, { 1024 } }, { 1, { 8192 } }, { 1, { 32768 } }, { 8, { 1024 } }, { 8, { 8192 } }, { 64, { 2048 } },
+    }; /* b8 x 1k: a short batch, latency-bound like b1 (where decode round 3 lost at batch 8, docs/perf.md) */
     static const decode_shape small[] = { /* odd lengths, never a multiple of 16 except by accident */
         { 1, { 1000 } }, { 3, { 1, 17, 555 } }, { 2, { 4097, 33 } },
     };
