@@ -18,7 +18,8 @@
  *    allocates the whole kernel at that cap (setmaxnreg, which moves registers from the producer
  *    group to the consumers at run time, did not change its allocation: 256 bytes of spills), so
  *    at d = 128 the key tile is BN = 64 (O 64 + S 32 + P 16 registers, 168 used, no spills); at
- *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays: it costs nothing.
+ *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays, harmless by ptxas's account
+ *    (same registers and spills with or without it); its run-time effect was not timed on its own.
  *  - v4c (IN = 1): no producer warpgroup, 256 threads (202 registers at d 128 with 128-key tiles,
  *    3 stages of 64 KiB); thread 0 issues the TMA loads, refilling a stage once both groups have
  *    released it. Measured 2026-12-04 (H200, b4 h32 s4096 d128): causal 455 vs v4's 452 TFLOP/s,
