@@ -16,7 +16,7 @@ static size_t al(size_t n) { return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
 size_t runner_meta_offset(const runner *r, int section)
 {
     size_t T = (size_t)r->p.max_tokens, S = (size_t)r->p.max_seqs;
-    size_t sizes[META_COUNT] = {T, T, T, S + 1, S, S, S, S * (size_t)r->max_blocks,
+    size_t sizes[META_COUNT] = {T, T, T, S + 1, S + 1, S, S, S, S * (size_t)r->max_blocks,
                                 S * (sizeof(backend_sample_params) / sizeof(int32_t))};
     size_t off = 0;
     for (int i = 0; i < section; i++) off += (sizes[i] + 15) & ~(size_t)15; /* 64-byte sections */

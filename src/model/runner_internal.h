@@ -36,12 +36,14 @@ struct runner {
 
     /* the step in flight (written by runner_step, read by the step body) */
     int32_t n_tok, n_seq, max_q, len_bound, bt_cols;
+    int32_t n_dec; /* leading sequences with q_len 1 in a step that also prefills (0 otherwise) */
 };
 
 /* Offsets (in ints) of the metadata sections: tokens, pos, slot (max_tokens each), q_start
- * (max_seqs + 1), seq_len, last, out (max_seqs each), block tables (max_seqs * max_blocks), then the
+ * (max_seqs + 1), q_start of the prefill part of a split step (max_seqs + 1, step.c), seq_len, last, out
+ * (max_seqs each), block tables (max_seqs * max_blocks), then the
  * sampling parameters of runner_sample (max_seqs backend_sample_params, 5 ints each). */
-enum { META_TOKENS, META_POS, META_SLOT, META_QSTART, META_SEQLEN, META_LAST, META_OUT, META_BT, META_SPARAMS,
+enum { META_TOKENS, META_POS, META_SLOT, META_QSTART, META_QSTART_P, META_SEQLEN, META_LAST, META_OUT, META_BT, META_SPARAMS,
        META_COUNT };
 size_t runner_meta_offset(const runner *r, int section);
 

@@ -35,6 +35,31 @@ static int32_t *meta(runner *r, int section, bool device)
     return (device ? r->d_meta : r->h_meta) + runner_meta_offset(r, section);
 }
 
+/* A step that mixes decode tokens with prefill chunks runs attention as two calls: the scheduler
+ * puts the decodes first (q_len 1 each, rows 0 .. n_dec-1), and those go to the backend's decode
+ * path (split-KV, GQA-packed), the rest to its prefill path. As one call the whole batch would take
+ * the prefill kernel, which gives each decode token a 64-row query tile per head: ~64x the
+ * tensor-core work of its one row and a K/V read per query head instead of per KV head. */
+static ai_status attend(runner *r, const backend_attn *at, ai_err *err)
+{
+    const backend_ops *o = r->be->ops;
+    const int32_t nd = r->n_dec;
+    if (nd == 0) return o->attention(r->be->ctx, at, err);
+    backend_attn d = *at, p = *at;
+    d.n_seq = d.n_tok = nd;
+    d.max_q_len = 1;
+    const int64_t out_stride = (int64_t)at->n_head * at->head_dim_v;
+    p.out += nd * out_stride;
+    p.q += nd * at->q_stride;
+    p.q_start = meta(r, META_QSTART_P, true); /* q_start - n_dec, from row 0 of the part */
+    p.seq_len += nd;
+    p.block_tables += (size_t)nd * (size_t)at->max_blocks;
+    p.n_seq -= nd;
+    p.n_tok -= nd;
+    TRY(o->attention(r->be->ctx, &d, err));
+    return o->attention(r->be->ctx, &p, err);
+}
+
 static ai_status step_body(void *arg, ai_err *err)
 {
     runner *r = arg;
@@ -100,7 +125,7 @@ static ai_status step_body(void *arg, ai_err *err)
         at.k_cache = kc;
         at.v_cache = vc;
         at.q_stride = qs;
-        TRY(o->attention(bc, &at, err));
+        TRY(attend(r, &at, err));
         if (f_add) {
             TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
             if (!norm_gu) TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
@@ -202,6 +227,11 @@ ai_status runner_step(runner *r, const runner_seq *seqs, int32_t n_seq, int32_t 
         last[s] = t - 1;
     }
     qs[n_seq] = t;
+    int32_t n_dec = 0; /* attend(): leading decodes of a step that also prefills */
+    while (max_q > 1 && n_dec < n_seq && seqs[n_dec].q_len == 1) n_dec++;
+    int32_t *qp = meta(r, META_QSTART_P, false);
+    for (int32_t s = n_dec; n_dec && s <= n_seq; s++) qp[s - n_dec] = qs[s] - n_dec;
+    r->n_dec = n_dec;
     r->n_tok = n_tok;
     r->n_seq = n_seq;
     r->max_q = max_q;
