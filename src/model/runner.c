@@ -241,10 +241,16 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->p = d;
     /* AUTO: measured on the H200 at batch 1 (docs/gpu.md): with bf16 weights every fusion loses (the
      * float GEMV is at ~96% of copy bandwidth alone, and a prologue costs more than the separate
-     * kernel it saves); with q4_0 norm + add win, swiglu loses. */
+     * kernel it saves); with q4_0 norm + add win, swiglu loses. Above the GEMV sizes every fusion
+     * saves bytes: the GEMM's prologue writes its 16-bit input in place of an f32 copy + rounding,
+     * and the residual add is the GEMM's beta = 1. */
     const dtype wt = m ? m->layers[0].wq.type : rnd->type;
-    if (d.fuse & RUNNER_FUSE_EXACT) r->fuse = d.fuse & ~RUNNER_FUSE_EXACT;
-    else r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_ADD : 0;
+    if (d.fuse & RUNNER_FUSE_EXACT) {
+        r->fuse = r->fuse_big = d.fuse & ~RUNNER_FUSE_EXACT;
+    } else {
+        r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_ADD : 0;
+        r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
+    }
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
     r->kv_type = d.kv_f32 ? DTYPE_F32 : DTYPE_F16;
     r->freq_scale = cfg->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / cfg->rope_factor : 1.0f;

@@ -21,7 +21,8 @@ struct runner {
     float *rope_factors;         /* backend (rope_dim / 2) or NULL */
     float freq_scale;
     bool fuse_qkv, fuse_gu;      /* stacked projections (backends with weight_upload) */
-    unsigned fuse;               /* RUNNER_FUSE_* bits in use (p.fuse with AUTO resolved) */
+    unsigned fuse, fuse_big;     /* RUNNER_FUSE_* bits in use (p.fuse, AUTO resolved): fuse in steps of at most
+                                  * RUNNER_FUSE_GEMV_TOK tokens, fuse_big in larger ones */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */
     size_t kv_k_layer, kv_v_layer; /* bytes per layer */

@@ -79,12 +79,13 @@ static ai_status step_body(void *arg, ai_err *err)
                        .work_size = r->attn_work_size};
     at.scale = 1.0f / sqrtf((float)c->head_dim);
 
-    /* Fusions (backend.h, matmul_ex), each chosen by runner_params.fuse (r->fuse):
+    /* Fusions (backend.h, matmul_ex), each chosen by runner_params.fuse (r->fuse, r->fuse_big):
      * norm: the rmsnorm rides in the prologue of the product that reads it; swiglu: silu(gate) * up in
      * the down product's prologue; add: the residual add in the wo / down products' epilogue. Without
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
-    const bool f_norm = r->fuse & RUNNER_FUSE_NORM, f_swiglu = r->fuse & RUNNER_FUSE_SWIGLU;
-    const bool f_add = r->fuse & RUNNER_FUSE_ADD;
+    const unsigned fuse = n > RUNNER_FUSE_GEMV_TOK ? r->fuse_big : r->fuse;
+    const bool f_norm = fuse & RUNNER_FUSE_NORM, f_swiglu = fuse & RUNNER_FUSE_SWIGLU;
+    const bool f_add = fuse & RUNNER_FUSE_ADD;
     const backend_mm_opts none = {0}, add = {.accumulate = true};
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));

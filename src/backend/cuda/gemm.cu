@@ -22,15 +22,16 @@
  * table replaces entries round-robin. Later calls of the shape allocate nothing, and every call
  * uses the cuBLASLt workspace carved from `work`, so calls can be captured in a CUDA graph.
  *
- * Fused options (cuk_matmul_ex): here, above the GEMV sizes, the prologue is the existing kernel
- * (cuk_rmsnorm / cuk_swiglu_rows into an f32 copy of x in the work area) and accumulation is the
- * GEMM's beta = 1 with C = D = y: at prefill sizes one more launch is noise against the GEMM, and
- * the f32 copy costs max_tok n_in 4 bytes of scratch.
+ * Fused options (cuk_matmul_ex): here, above the GEMV sizes, the prologue (rmsnorm or SwiGLU) is
+ * one kernel that writes the GEMM's 16-bit input directly (k_prologue_h: 2 bytes written per input
+ * element, where an f32 result plus k_round_x would move 10), and accumulation is the GEMM's beta = 1
+ * with C = D = y. For f32 weights the prologue is the existing kernel (cuk_rmsnorm / cuk_swiglu_rows)
+ * into an f32 copy of x in the work area.
  *
  * Invariants:
- *  1. work layout: [cuBLASLt workspace kLtWork][bf16 weight tile (quantized only)][x as 16-bit
- *     (n_tok, n_in)][the fused prologue's f32 input (n_tok, n_in)], each part 256-byte aligned;
- *     cuk_matmul_lt_work_size(w, max_tok) covers it.
+ *  1. work layout: [cuBLASLt workspace kLtWork][bf16 weight tile (quantized only)][16-bit weights: x
+ *     as 16-bit (n_tok, n_in) | f32 weights: the fused prologue's f32 input (n_tok, n_in)], each part
+ *     256-byte aligned; cuk_matmul_lt_work_size(w, max_tok) covers it.
  *  2. Every pointer handed to cuBLASLt is 16-byte aligned (the plans are made for that alignment).
  */
 #include <cublasLt.h>
@@ -95,6 +96,44 @@ __global__ void k_round_x(const float *__restrict__ x, H *__restrict__ out, size
     cuk_pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         out[i] = to_h<H>(x[i]);
+}
+
+/* The fused prologues written straight in the GEMM's 16-bit input type, one CTA of 256 threads per
+ * row: at prefill sizes the f32 copy plus k_round_x would move 4 + 4 + 2 bytes per input element
+ * where this moves 2 (the input is read either way). Same arithmetic as cuk_rmsnorm / cuk_swiglu_rows:
+ * x * (1 / sqrt(mean(x^2) + eps)) * w, and g / (1 + exp(-g)) * u, then one rounding.
+ * rmsnorm: x (rows, n); swiglu: x (rows, 2 n) gate|up; out (rows, n). */
+template <typename H, bool SWIGLU>
+__global__ void __launch_bounds__(256) k_prologue_h(const float *__restrict__ x, const float *__restrict__ w, float eps,
+                                                    int32_t n, H *__restrict__ out)
+{
+    cuk_pdl_wait();
+    const int64_t row = blockIdx.x;
+    H *o = out + row * n;
+    if (SWIGLU) {
+        const float *g = x + row * 2 * n, *u = g + n;
+        for (int32_t i = threadIdx.x; i < n; i += 256) o[i] = to_h<H>(g[i] / (1.0f + expf(-g[i])) * u[i]);
+        return;
+    }
+    __shared__ float part[8];
+    const float *xr = x + row * n;
+    float ss = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += 256) ss += xr[i] * xr[i];
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += part[k];
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int32_t i = threadIdx.x; i < n; i += 256) o[i] = to_h<H>(xr[i] * scale * w[i]);
+}
+
+template <typename H>
+void prologue_h(cudaStream_t cs, const float *x, const cuk_mm_opts *o, int64_t n_tok, int32_t n, H *out)
+{
+    if (o->norm_w) cuk_launch(k_prologue_h<H, false>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, o->norm_w, o->eps, n, out);
+    else cuk_launch(k_prologue_h<H, true>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, (const float *)NULL, 0.0f, n, out);
 }
 
 /* Rows [r0, r0 + rows) of a planar quantized weight -> bf16 (rows, n_in). One thread per 8 outputs
@@ -261,7 +300,7 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     size_t n = kLtWork;
     if (is_quant(w->type)) n += align256((size_t)tile_rows(w) * (size_t)w->n_in * 2);
     if (w->type != DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 2);
-    n += align256((size_t)max_tok * (size_t)w->n_in * 4); /* fused prologue (norm / swiglu) */
+    else n += align256((size_t)max_tok * (size_t)w->n_in * 4); /* f32 weights: the fused prologue's input */
     return n;
 }
 
@@ -294,22 +333,26 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     unsigned char *tile = ws + kLtWork;
     unsigned char *xh = tile + (is_quant(t) ? align256((size_t)tile_rows(w) * (size_t)w->n_in * 2) : 0);
     const size_t nx = (size_t)n_tok * (size_t)w->n_in;
-    if (o && (o->norm_w || o->swiglu_in)) { /* the prologue into the f32 part (invariant 1) */
-        float *xf = (float *)(xh + (t != DTYPE_F32 ? align256(nx * 2) : 0));
-        ai_status st = o->norm_w ? cuk_rmsnorm(s, xf, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
-                                 : cuk_swiglu_rows(s, xf, x, (int32_t)n_tok, (int32_t)w->n_in, err);
-        if (st != AI_OK) return st;
-        x = xf;
-    }
-    const void *b = x;
-    if (t == DTYPE_F16) {
+    const bool pro = o && (o->norm_w || o->swiglu_in);
+    const void *b = xh; /* the GEMM's input (invariant 1) */
+    if (t == DTYPE_F32) {
+        b = x;
+        if (pro) { /* the prologue into the f32 part */
+            ai_status st = o->norm_w ? cuk_rmsnorm(s, (float *)xh, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
+                                     : cuk_swiglu_rows(s, (float *)xh, x, (int32_t)n_tok, (int32_t)w->n_in, err);
+            if (st != AI_OK) return st;
+            b = xh;
+        }
+    } else if (pro) { /* the prologue writes the 16-bit input itself */
+        if (t == DTYPE_F16) prologue_h(cs, x, o, n_tok, (int32_t)w->n_in, (__half *)xh);
+        else prologue_h(cs, x, o, n_tok, (int32_t)w->n_in, (__nv_bfloat16 *)xh);
+        CUK_LAUNCHED(err, "cuk_matmul: k_prologue_h");
+    } else if (t == DTYPE_F16) {
         cuk_launch(k_round_x<__half>, dim3(grid_for(nx)), dim3(256), 0, cs, x, (__half *)xh, nx);
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
-        b = xh;
-    } else if (t != DTYPE_F32) {
+    } else {
         cuk_launch(k_round_x<__nv_bfloat16>, dim3(grid_for(nx)), dim3(256), 0, cs, x, (__nv_bfloat16 *)xh, nx);
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
-        b = xh;
     }
     const float alpha = 1.0f, beta = o && o->accumulate ? 1.0f : 0.0f; /* C = D = y */
     if (!is_quant(t)) {
