@@ -98,42 +98,89 @@ __global__ void k_round_x(const float *__restrict__ x, H *__restrict__ out, size
         out[i] = to_h<H>(x[i]);
 }
 
-/* The fused prologues written straight in the GEMM's 16-bit input type, one CTA of 256 threads per
- * row: at prefill sizes the f32 copy plus k_round_x would move 4 + 4 + 2 bytes per input element
- * where this moves 2 (the input is read either way). Same arithmetic as cuk_rmsnorm / cuk_swiglu_rows:
- * x * (1 / sqrt(mean(x^2) + eps)) * w, and g / (1 + exp(-g)) * u, then one rounding.
- * rmsnorm: x (rows, n); swiglu: x (rows, 2 n) gate|up; out (rows, n). */
-template <typename H, bool SWIGLU>
-__global__ void __launch_bounds__(256) k_prologue_h(const float *__restrict__ x, const float *__restrict__ w, float eps,
-                                                    int32_t n, H *__restrict__ out)
+/* The fused prologues written straight in the GEMM's 16-bit input type: at prefill sizes an f32
+ * result plus k_round_x would move 4 + 4 + 2 bytes per input element where these move 2 (the input
+ * is read either way). Same arithmetic as cuk_rmsnorm / cuk_swiglu_rows: x * (1 / sqrt(mean(x^2) +
+ * eps)) * w, and g / (1 + exp(-g)) * u, then one rounding. V4: n % 4 == 0 (rows stay 16-byte
+ * aligned), float4 loads and one 8-byte store of four 16-bit values. */
+template <typename H> __device__ __forceinline__ void store4_h(H *o, float a, float b, float c, float d)
+{
+    H v[4] = {to_h<H>(a), to_h<H>(b), to_h<H>(c), to_h<H>(d)};
+    *reinterpret_cast<uint2 *>(o) = *reinterpret_cast<const uint2 *>(v);
+}
+
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* x (rows, 2 n) gate|up -> out (rows, n); rows blockIdx.y + k gridDim.y, columns over gridDim.x CTAs */
+template <typename H, bool V4>
+__global__ void __launch_bounds__(256) k_swiglu_h(const float *__restrict__ x, int64_t rows, int32_t n,
+                                                  H *__restrict__ out)
 {
     cuk_pdl_wait();
-    const int64_t row = blockIdx.x;
-    H *o = out + row * n;
-    if (SWIGLU) {
+    const int32_t stride = gridDim.x * 256, i0 = blockIdx.x * 256 + threadIdx.x;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
         const float *g = x + row * 2 * n, *u = g + n;
-        for (int32_t i = threadIdx.x; i < n; i += 256) o[i] = to_h<H>(g[i] / (1.0f + expf(-g[i])) * u[i]);
-        return;
+        H *o = out + row * n;
+        if (V4) {
+            for (int32_t i = i0; i < n / 4; i += stride) {
+                const float4 a = reinterpret_cast<const float4 *>(g)[i], b = reinterpret_cast<const float4 *>(u)[i];
+                store4_h(o + 4 * i, silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
+            }
+        } else {
+            for (int32_t i = i0; i < n; i += stride) o[i] = to_h<H>(silu_mul(g[i], u[i]));
+        }
     }
+}
+
+/* x (rows, n) -> out (rows, n), one CTA per row: sum of squares, then the scaled row (from L1/L2) */
+template <typename H, bool V4>
+__global__ void __launch_bounds__(256) k_rmsnorm_h(const float *__restrict__ x, const float *__restrict__ w, float eps,
+                                                   int32_t n, H *__restrict__ out)
+{
+    cuk_pdl_wait();
     __shared__ float part[8];
+    const int64_t row = blockIdx.x;
     const float *xr = x + row * n;
+    H *o = out + row * n;
     float ss = 0.0f;
-    for (int32_t i = threadIdx.x; i < n; i += 256) ss += xr[i] * xr[i];
+    if (V4) {
+        for (int32_t i = threadIdx.x; i < n / 4; i += 256) {
+            const float4 a = reinterpret_cast<const float4 *>(xr)[i];
+            ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+        }
+    } else {
+        for (int32_t i = threadIdx.x; i < n; i += 256) ss += xr[i] * xr[i];
+    }
     for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
     __syncthreads();
     ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < 8; k++) ss += part[k];
-    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int32_t i = threadIdx.x; i < n; i += 256) o[i] = to_h<H>(xr[i] * scale * w[i]);
+    const float sc = 1.0f / sqrtf(ss / (float)n + eps);
+    if (V4) {
+        for (int32_t i = threadIdx.x; i < n / 4; i += 256) {
+            const float4 a = reinterpret_cast<const float4 *>(xr)[i], b = reinterpret_cast<const float4 *>(w)[i];
+            store4_h(o + 4 * i, a.x * sc * b.x, a.y * sc * b.y, a.z * sc * b.z, a.w * sc * b.w);
+        }
+    } else {
+        for (int32_t i = threadIdx.x; i < n; i += 256) o[i] = to_h<H>(xr[i] * sc * w[i]);
+    }
 }
 
 template <typename H>
 void prologue_h(cudaStream_t cs, const float *x, const cuk_mm_opts *o, int64_t n_tok, int32_t n, H *out)
 {
-    if (o->norm_w) cuk_launch(k_prologue_h<H, false>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, o->norm_w, o->eps, n, out);
-    else cuk_launch(k_prologue_h<H, true>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, (const float *)NULL, 0.0f, n, out);
+    const bool v4 = n % 4 == 0 && (uintptr_t)x % 16 == 0 && (!o->norm_w || (uintptr_t)o->norm_w % 16 == 0);
+    if (o->norm_w) {
+        if (v4) cuk_launch(k_rmsnorm_h<H, true>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, o->norm_w, o->eps, n, out);
+        else cuk_launch(k_rmsnorm_h<H, false>, dim3((unsigned)n_tok), dim3(256), 0, cs, x, o->norm_w, o->eps, n, out);
+        return;
+    }
+    const int32_t per = v4 ? n / 4 : n, bx = (per + 255) / 256;
+    const dim3 grid((unsigned)(bx > 64 ? 64 : bx), (unsigned)(n_tok > 65535 ? 65535 : n_tok));
+    if (v4) cuk_launch(k_swiglu_h<H, true>, grid, dim3(256), 0, cs, x, n_tok, n, out);
+    else cuk_launch(k_swiglu_h<H, false>, grid, dim3(256), 0, cs, x, n_tok, n, out);
 }
 
 /* Rows [r0, r0 + rows) of a planar quantized weight -> bf16 (rows, n_in). One thread per 8 outputs
