@@ -1,6 +1,6 @@
 /* test_cuda_ladder_attention.c - every version of the attention ladder (src/kernels/attention/) and its
  * cuBLASLt baseline against a CPU reference computed in double on the bf16-rounded inputs, at tiny
- * odd shapes (s = 1, 65, 77, 130, 200, 520, 700, 1000: not multiples of the 32 / 64 / 128-row tiles,
+ * odd shapes (s = 1, 65, 77, 130, 200, 257, 300, 520, 700, 1000: not multiples of the 32 / 64 / 128-row tiles,
  * the last three longer than v4's K/V ring), causal and not,
  * d = 64 and 128, outputs poisoned (0xFF bytes = NaN) so an element a kernel forgot fails.
  *
@@ -25,8 +25,8 @@
  * (O and lse), the same bits on a second call and the same bits as the version with the same
  * arithmetic (see attn_case); v4e also with head sections that split the heads unevenly.
  * Also: bad arguments are refused without a launch, and the ladder driver (small) reports every row ok.
- * AIINFRA_ATTN_TEST_QUICK=1: 4 of the shapes and no driver run, for compute-sanitizer (memcheck,
- * racecheck), under which every kernel runs 10-100x slower.
+ * AIINFRA_ATTN_TEST_QUICK=1: 4 of the shapes and no driver run, for compute-sanitizer memcheck (every
+ * kernel 10-100x slower); =2: 2 single-head shapes, for racecheck (slower still).
  */
 #include <math.h>
 #include <stdint.h>
@@ -312,11 +312,13 @@ static void test_attention_versions(void **state)
     };
     /* AIINFRA_ATTN_TEST_QUICK=1 (compute-sanitizer runs, 10-100x slower): 4 shapes that still cover
      * causal and not, both d, a partial tile, the ring wrapping and uneven head sections */
+    /* =2 (racecheck, slower still): 2 single-head shapes, the second wrapping every version's ring */
     static const shp quick[] = { { 1, 3, 77, 64, 1 }, { 1, 1, 129, 128, 1 }, { 1, 2, 700, 128, 1 }, { 3, 1, 257, 64, 0 } };
+    static const shp quick2[] = { { 1, 1, 129, 128, 1 }, { 1, 1, 520, 64, 0 } };
     const char *q = getenv("AIINFRA_ATTN_TEST_QUICK");
-    const bool fast = q && *q && *q != '0';
-    const shp *list = fast ? quick : shapes;
-    const size_t n = fast ? sizeof quick / sizeof *quick : sizeof shapes / sizeof *shapes;
+    const int fast = q && *q ? atoi(q) : 0;
+    const shp *list = fast == 1 ? quick : fast >= 2 ? quick2 : shapes;
+    const size_t n = fast == 1 ? sizeof quick / sizeof *quick : fast >= 2 ? 2 : sizeof shapes / sizeof *shapes;
     for (size_t i = 0; i < n; i++) attn_case(list[i], &seed);
 }
 

@@ -1,8 +1,14 @@
-/* attn_fa3.cu - v4 / v4b: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
+/* attn_fa3.cu - v4 .. v4g: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
  * by TMA into a multi-stage shared-memory ring guarded by mbarriers, a producer warp, and the softmax
  * of one key tile overlapped with the P V wgmma of the previous one; v4b adds the ping-pong between
- * the two consumer warpgroups. bf16 (b, h, s, d) in and out, d = 64 or 128, any s, causal or not;
- * writes lse (same contract as v3, attention.h).
+ * the two consumer warpgroups, v4c drops the producer, v4d orders the CTAs for L2 reuse, v4e adds the
+ * lazy rescale (the fastest at d 128), v4f / v4g combine. bf16 (b, h, s, d) in and out, d = 64 or 128,
+ * any s, causal or not; writes lse (same contract as v3, attention.h).
+ *
+ * Measured 2026-12-04 (second session), H200, b4 h32 s4096 d128, TFLOP/s (% of PyTorch SDPA's 591
+ * causal / 696 non-causal at b8): v4e 543.7 causal (92%), 573.1 non-causal (82%); v4c 469.7 / 512.1,
+ * v4 448.4 / 478.0 in the same run. d64 causal b4 h16: v4c 352.4 (97% of SDPA's 362 at s 2048), v4e
+ * 333.9 (92%). Table and analysis: docs/kernels/attention.md.
  *
  * Why faster than v3 (mma.sync, 283 TFLOP/s at b4h32 s4096 d128 causal on the H200):
  *  - wgmma (HGMMA) runs a 64 x N x 16 product per warpgroup instruction at about twice mma.sync's
@@ -20,10 +26,19 @@
  *    at d = 128 the key tile is BN = 64 (O 64 + S 32 + P 16 registers, 168 used, no spills); at
  *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays, harmless by ptxas's account
  *    (same registers and spills with or without it); its run-time effect was not timed on its own.
- *  - v4c (IN = 1): no producer warpgroup, 256 threads (202 registers at d 128 with 128-key tiles,
+ *  - v4c (IN = 1): no producer warpgroup, 256 threads (207 registers at d 128 with 128-key tiles,
  *    3 stages of 64 KiB); thread 0 issues the TMA loads, refilling a stage once both groups have
- *    released it. Measured 2026-12-04 (H200, b4 h32 s4096 d128): causal 455 vs v4's 452 TFLOP/s,
- *    non-causal 457 vs 485: neither the producer warpgroup nor the 64-key tile is what limits v4.
+ *    released it. Alone it gained little over v4 (469.7 vs 448.4 causal), because both were held by
+ *    HBM, not by the tile (next point).
+ *  - CTA order (v4d..v4g): v4..v4c issue every head's heaviest causal tile first, so the ~132 resident
+ *    CTAs stream ~132 different heads' K/V and share nothing in L2: each reads its head's whole K/V
+ *    from HBM, 4.4 GB per causal call at 3.7 TB/s (90% of the copy ceiling; arithmetic on the tiling,
+ *    no counters). v4d orders the CTAs in sections of heads whose K/V fit half the L2 (12 at s 4096 d
+ *    128), heaviest tiles first within a section: the resident CTAs walk the same heads' keys in step
+ *    and hit in L2. +12% causal, +6% non-causal at d 128; -5% at d 64 (not bandwidth-bound there).
+ *  - Lazy rescale (v4e, FA3_LAZY): a row's max is kept until a tile exceeds it by 2^8 (P <= 256, exact
+ *    since O / l and lse use the same m), and a warp whose rows all kept theirs skips the O rescale:
+ *    +3% causal, +6% non-causal over v4d. Ping-pong on top (v4f) loses 11%.
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
  *    __syncthreads in the loop). 4 stages, each a 16 KiB K tile and a 16 KiB V tile.
@@ -33,15 +48,15 @@
  *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16.
  *    The two consumer warpgroups (64 query rows each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
  *    matmuls is mostly hidden behind wgmma.
- *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
- *    pass the turn), so one group's softmax runs while the tensor core works on the other's block.
- *    v4 lets the two groups' wgmmas interleave freely; the pair of rows measures what the ordering
- *    is worth.
+ *  - v4b / v4f only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two
+ *    mbarriers pass the turn), so one group's softmax runs while the tensor core works on the other's
+ *    block. v4 lets the two groups' wgmmas interleave freely; measured, the free order wins (v4b -5%
+ *    vs v4, v4f -11% vs v4e causal d 128).
  *  - P goes from the S accumulators to the P V wgmma's A operand in registers: the wgmma accumulator
  *    layout of 16 rows x 16 keys is exactly the m16n8k16 A fragment (bf16 packing only).
- *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first over
- *    all heads (grid (b*h, tiles): the light tiles fill the tail instead of the heavy ones), and
- *    the mask is applied only on tiles that reach past the warp's first row (or past s).
+ *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first (over
+ *    all heads, or within a head section: the light tiles fill the tail instead of the heavy ones),
+ *    and the mask is applied only on tiles that reach past the warp's first row (or past s).
  * Rows and keys past s: the tensor maps span all b*h*s rows, so a tile may read the next head's rows
  * (or TMA zero fill past the end): those keys get -inf scores (P = 0 times finite V) and those query
  * rows are computed but not stored.
