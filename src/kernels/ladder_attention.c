@@ -15,6 +15,8 @@
  * forward's (5 GEMMs instead of 2); bytes = Q, K, V, O, dO in, dQ, dK, dV out. O and lse come from v3.
  * A version is left out (no row) where its work (S) would exceed 4 GiB, one call takes over 200 ms, or
  * it does not serve the shape (v3_backend: causal only).
+ * AIINFRA_ATTN_VERSIONS="v4,v3_fa2" (comma-separated name prefixes) keeps only the versions it names
+ * (the cuBLASLt baseline always runs: it is every row's ref_ms), to spend less GPU time on one step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +68,19 @@ static void attn_bufs_free(attn_bufs *b)
 }
 
 // ---- reference (double) -------------------------------------------------------------------------
+
+/* true unless AIINFRA_ATTN_VERSIONS is set and no comma-separated prefix in it starts name */
+static bool version_wanted(const char *name)
+{
+    const char *f = getenv("AIINFRA_ATTN_VERSIONS");
+    if (!f || !*f) return true;
+    while (*f) {
+        const size_t n = strcspn(f, ",");
+        if (n && !strncmp(name, f, n)) return true;
+        f += n + (f[n] == ',');
+    }
+    return false;
+}
 
 static double bfd(uint16_t x) { return (double)dtype_bf16_to_f32(x); }
 
@@ -262,7 +277,7 @@ static ai_status attn_fwd_shape(ladder_ctx *c, const attn_shape *sh, attn_cublas
     double ref_ms = 0;
     for (int v = -1; st == AI_OK && v < attn_n_versions; v++) { /* -1: the cuBLAS baseline, first */
         const attn_version *av = v < 0 ? NULL : &attn_versions[v];
-        if (av && (av->bwd || (double)av->work_size(&a) > ATTN_MAX_S_BYTES)) continue;
+        if (av && (av->bwd || (double)av->work_size(&a) > ATTN_MAX_S_BYTES || !version_wanted(av->name))) continue;
         attn_call ac = { .v = av, .lt = lt, .s = c->s, .a = a };
         ac.a.lse = av && av->lse ? b.dlse : NULL;
         e = cudaMemsetAsync(b.dO, 0xFF, n * 2, c->s);
@@ -388,7 +403,7 @@ static ai_status attn_bwd_shape(ladder_ctx *c, const attn_shape *sh, ai_err *err
     void *outs[3] = { b.ddq, b.ddk, b.ddv };
     for (int v = 0; st == AI_OK && v < attn_n_versions; v++) {
         const attn_version *av = &attn_versions[v];
-        if (!av->bwd) continue;
+        if (!av->bwd || !version_wanted(av->name)) continue;
         attn_call ac = { .v = av, .s = c->s, .a = a };
         for (int t = 0; t < 3 && e == cudaSuccess; t++) e = cudaMemsetAsync(outs[t], 0xFF, n * 2, c->s);
         if (e != cudaSuccess) {

@@ -1,6 +1,6 @@
 /* test_cuda_ladder_attention.c - every version of the attention ladder (src/kernels/attention/) and its
  * cuBLASLt baseline against a CPU reference computed in double on the bf16-rounded inputs, at tiny
- * odd shapes (s = 1, 65, 77, 130, 200, 520, 700, 1000: not multiples of the 32 / 64 / 128-row tiles,
+ * odd shapes (s = 1, 65, 77, 130, 200, 257, 300, 520, 700, 1000: not multiples of the 32 / 64 / 128-row tiles,
  * the last three longer than v4's K/V ring), causal and not,
  * d = 64 and 128, outputs poisoned (0xFF bytes = NaN) so an element a kernel forgot fails.
  *
@@ -21,9 +21,12 @@
  *   v3 forward and v3 backward give the same bits on a second call (no atomics: a difference is a race).
  * v3_backend (the backend's prefill through cuk_attention) is held to the same bounds on causal shapes
  * (its f16 K/V hold the bf16 inputs to within 6e-8 absolute: only f16 subnormals round) and must
- * refuse the others with cudaErrorNotSupported. v4_fa3_wgmma, v4b_fa3_pingpong and v4c_fa3_inline: the
- * forward bounds (O and lse), the same bits on a second call and the same bits as v4 (v4c: at d 64).
+ * refuse the others with cudaErrorNotSupported. v4_fa3_wgmma .. v4g_fa3_prod_l2: the forward bounds
+ * (O and lse), the same bits on a second call and the same bits as the version with the same
+ * arithmetic (see attn_case); v4e also with head sections that split the heads unevenly.
  * Also: bad arguments are refused without a launch, and the ladder driver (small) reports every row ok.
+ * AIINFRA_ATTN_TEST_QUICK=1: 4 of the shapes and no driver run, for compute-sanitizer memcheck (every
+ * kernel 10-100x slower); =2: 2 single-head shapes, for racecheck (slower still).
  */
 #include <math.h>
 #include <stdint.h>
@@ -218,24 +221,41 @@ static void attn_case(shp sh, uint64_t *seed)
     assert_int_equal(v3->fn(NULL, &a), 0);
     cuda_test_get(again, a.o, n * 2);
     if (memcmp(out, again, n * 2)) fail_msg("v3_fa2_mma s%d d%d: two calls differ (race?)", sh.s, sh.d);
-    { /* v4, v4b, v4c (TMA / mbarrier pipelines) twice: the same bits; v4b the same as v4 (ping-pong
-       * changes only the issue order), v4c too at d 64 (same tiles; at d 128 its key tiles are 128
-       * wide, v4's 64: another summation order); then v3 again for the backward's O and lse */
-        static const char *const v4n[3] = { "v4_fa3_wgmma", "v4b_fa3_pingpong", "v4c_fa3_inline" };
-        uint16_t *v4o = malloc(n * 2), *v4first = malloc(n * 2);
-        assert_true(v4o && v4first);
-        for (int i = 0; i < 3; i++) {
+    { /* the TMA / mbarrier pipelines twice each: the same bits; and the same bits as the version
+       * whose arithmetic they share (same[i]: index into v4n, -1 none). Issue order and CTA order do
+       * not change bits: v4b = v4 (ping-pong), v4d = v4c (L2 order), v4f = v4e; the tiles do: v4c's
+       * 128-key tiles at d 128 are v4's 64 at d 64 only (same64), and so are v4g's (v4 + lazy) against
+       * v4e's. Last, v4e with head sections forced to split the heads unevenly (hsec 1, 2 of bh 2 / 3:
+       * the L2 order's section arithmetic, which at these sizes would otherwise be one section). */
+        static const char *const v4n[7] = { "v4_fa3_wgmma", "v4b_fa3_pingpong", "v4c_fa3_inline", "v4d_fa3_l2",
+                                            "v4e_fa3_lazy", "v4f_fa3_lazy_pp", "v4g_fa3_prod_l2" };
+        static const int same[7] = { -1, 0, -1, 2, -1, 4, -1 }, same64[7] = { -1, 0, 0, 0, -1, 4, 4 };
+        uint16_t *v4o[7], *sect = malloc(n * 2);
+        assert_non_null(sect);
+        for (int i = 0; i < 7; i++) {
             const attn_version *v4 = find(v4n[i]);
+            assert_non_null(v4o[i] = malloc(n * 2));
+            CUDA_OK(cudaMemset(a.o, 0xFF, n * 2));
             assert_int_equal(v4->fn(NULL, &a), 0);
-            cuda_test_get(v4o, a.o, n * 2);
+            cuda_test_get(v4o[i], a.o, n * 2);
+            CUDA_OK(cudaMemset(a.o, 0xFF, n * 2));
             assert_int_equal(v4->fn(NULL, &a), 0);
             cuda_test_get(again, a.o, n * 2);
-            if (memcmp(v4o, again, n * 2)) fail_msg("%s s%d d%d: two calls differ (race?)", v4n[i], sh.s, sh.d);
-            if (i == 0) memcpy(v4first, v4o, n * 2);
-            else if ((i == 1 || sh.d == 64) && memcmp(v4o, v4first, n * 2))
-                fail_msg("v4 and %s differ at s%d d%d", v4n[i], sh.s, sh.d);
+            if (memcmp(v4o[i], again, n * 2)) fail_msg("%s s%d d%d: two calls differ (race?)", v4n[i], sh.s, sh.d);
+            const int ref = sh.d == 64 ? same64[i] : same[i];
+            if (ref >= 0 && memcmp(v4o[i], v4o[ref], n * 2))
+                fail_msg("%s and %s differ at b%d h%d s%d d%d", v4n[ref], v4n[i], sh.b, sh.h, sh.s, sh.d);
         }
-        free(v4o), free(v4first);
+        for (int hsec = 1; hsec <= 2; hsec++) {
+            CUDA_OK(cudaMemset(a.o, 0xFF, n * 2));
+            assert_int_equal(attn_v4e_sections_run(NULL, &a, hsec), 0);
+            cuda_test_get(sect, a.o, n * 2);
+            if (memcmp(sect, v4o[4], n * 2))
+                fail_msg("v4e with %d heads per section differs at b%d h%d s%d d%d", hsec, sh.b, sh.h, sh.s, sh.d);
+        }
+        assert_int_not_equal(attn_v4e_sections_run(NULL, &a, 0), 0);
+        for (int i = 0; i < 7; i++) free(v4o[i]);
+        free(sect);
         assert_int_equal(v3->fn(NULL, &a), 0);
         cuda_test_get(again, a.o, n * 2);
         if (memcmp(out, again, n * 2)) fail_msg("v3_fa2_mma s%d d%d: third call differs", sh.s, sh.d);
@@ -287,8 +307,19 @@ static void test_attention_versions(void **state)
         { 1, 2, 200, 64, 0 }, { 1, 1, 129, 128, 1 }, { 2, 1, 64, 64, 0 },
         /* more key tiles than v4's K/V stages (2 at d 128, 4 at d 64): the ring wraps, phases flip */
         { 1, 2, 700, 128, 1 }, { 1, 1, 1000, 64, 0 }, { 2, 1, 520, 128, 0 },
+        /* 3 heads: sections of 2 leave one of 1 (v4e_sections) */
+        { 1, 3, 300, 128, 1 }, { 3, 1, 257, 64, 0 },
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) attn_case(shapes[i], &seed);
+    /* AIINFRA_ATTN_TEST_QUICK=1 (compute-sanitizer runs, 10-100x slower): 4 shapes that still cover
+     * causal and not, both d, a partial tile, the ring wrapping and uneven head sections */
+    /* =2 (racecheck, slower still): 2 single-head shapes, the second wrapping every version's ring */
+    static const shp quick[] = { { 1, 3, 77, 64, 1 }, { 1, 1, 129, 128, 1 }, { 1, 2, 700, 128, 1 }, { 3, 1, 257, 64, 0 } };
+    static const shp quick2[] = { { 1, 1, 129, 128, 1 }, { 1, 1, 520, 64, 0 } };
+    const char *q = getenv("AIINFRA_ATTN_TEST_QUICK");
+    const int fast = q && *q ? atoi(q) : 0;
+    const shp *list = fast == 1 ? quick : fast >= 2 ? quick2 : shapes;
+    const size_t n = fast == 1 ? sizeof quick / sizeof *quick : fast >= 2 ? 2 : sizeof shapes / sizeof *shapes;
+    for (size_t i = 0; i < n; i++) attn_case(list[i], &seed);
 }
 
 static void test_attention_bad_args(void **state)
@@ -328,6 +359,11 @@ static void test_attention_driver(void **state)
 {
     (void)state;
     CUDA_TEST_REQUIRE();
+    const char *q = getenv("AIINFRA_ATTN_TEST_QUICK");
+    if (q && *q && *q != '0') {
+        printf("note: AIINFRA_ATTN_TEST_QUICK set: ladder driver not run\n");
+        return;
+    }
     ladder_report rep = { 0 };
     ai_err err = { 0 };
     ladder_opts o = { .reps = 3, .seed = 11, .small = true };

@@ -51,6 +51,11 @@ typedef struct attn_version {
 extern const attn_version attn_versions[];
 extern const int attn_n_versions;
 
+/* v4e (attn_fa3.cu) with its schedule's heads per section forced to hsec (>= 1; v4e itself sizes it
+ * from the L2, which at test sizes is every head: one section). For the test, which needs sections
+ * that split the heads unevenly on shapes small enough for its CPU reference. */
+int attn_v4e_sections_run(void *stream, const attn_args *a, int hsec);
+
 /* The same-run library baseline: cuBLASLt batched GEMMs for S = scale Q K^T (bf16 out) and O = P V,
  * between them the causal mask (when set) and the softmax ladder's bf16 row kernel. Needs
  * attn_cublas_work_size bytes of work (S, P and the GEMM workspace). The handle is opaque.

@@ -1,8 +1,14 @@
-/* attn_fa3.cu - v4 / v4b: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
+/* attn_fa3.cu - v4 .. v4g: the Hopper forward (FlashAttention-3 ideas): wgmma for Q K^T and P V, K/V
  * by TMA into a multi-stage shared-memory ring guarded by mbarriers, a producer warp, and the softmax
  * of one key tile overlapped with the P V wgmma of the previous one; v4b adds the ping-pong between
- * the two consumer warpgroups. bf16 (b, h, s, d) in and out, d = 64 or 128, any s, causal or not;
- * writes lse (same contract as v3, attention.h).
+ * the two consumer warpgroups, v4c drops the producer, v4d orders the CTAs for L2 reuse, v4e adds the
+ * lazy rescale (the fastest at d 128), v4f / v4g combine. bf16 (b, h, s, d) in and out, d = 64 or 128,
+ * any s, causal or not; writes lse (same contract as v3, attention.h).
+ *
+ * Measured 2026-12-04 (second session), H200, b4 h32 s4096 d128, TFLOP/s (% of PyTorch SDPA's 591
+ * causal / 696 non-causal at b8): v4e 543.7 causal (92%), 573.1 non-causal (82%); v4c 469.7 / 512.1,
+ * v4 448.4 / 478.0 in the same run. d64 causal b4 h16: v4c 352.4 (97% of SDPA's 362 at s 2048), v4e
+ * 333.9 (92%). Table and analysis: docs/kernels/attention.md.
  *
  * Why faster than v3 (mma.sync, 283 TFLOP/s at b4h32 s4096 d128 causal on the H200):
  *  - wgmma (HGMMA) runs a 64 x N x 16 product per warpgroup instruction at about twice mma.sync's
@@ -20,10 +26,19 @@
  *    at d = 128 the key tile is BN = 64 (O 64 + S 32 + P 16 registers, 168 used, no spills); at
  *    d = 64, BN = 128 (O 32 + S 64 + P 32). The setmaxnreg pair stays, harmless by ptxas's account
  *    (same registers and spills with or without it); its run-time effect was not timed on its own.
- *  - v4c (IN = 1): no producer warpgroup, 256 threads (202 registers at d 128 with 128-key tiles,
+ *  - v4c (IN = 1): no producer warpgroup, 256 threads (207 registers at d 128 with 128-key tiles,
  *    3 stages of 64 KiB); thread 0 issues the TMA loads, refilling a stage once both groups have
- *    released it. Measured 2026-12-04 (H200, b4 h32 s4096 d128): causal 455 vs v4's 452 TFLOP/s,
- *    non-causal 457 vs 485: neither the producer warpgroup nor the 64-key tile is what limits v4.
+ *    released it. Alone it gained little over v4 (469.7 vs 448.4 causal), because both were held by
+ *    HBM, not by the tile (next point).
+ *  - CTA order (v4d..v4g): v4..v4c issue every head's heaviest causal tile first, so the ~132 resident
+ *    CTAs stream ~132 different heads' K/V and share nothing in L2: each reads its head's whole K/V
+ *    from HBM, 4.4 GB per causal call at 3.7 TB/s (90% of the copy ceiling; arithmetic on the tiling,
+ *    no counters). v4d orders the CTAs in sections of heads whose K/V fit half the L2 (12 at s 4096 d
+ *    128), heaviest tiles first within a section: the resident CTAs walk the same heads' keys in step
+ *    and hit in L2. +12% causal, +6% non-causal at d 128; -5% at d 64 (not bandwidth-bound there).
+ *  - Lazy rescale (v4e, FA3_LAZY): a row's max is kept until a tile exceeds it by 2^8 (P <= 256, exact
+ *    since O / l and lse use the same m), and a warp whose rows all kept theirs skips the O rescale:
+ *    +3% causal, +6% non-causal over v4d. Ping-pong on top (v4f) loses 11%.
  *  - K and V have separate "full" barriers, so Q K^T of a tile starts while its V is still landing;
  *    a stage is refilled as soon as the 8 consumer warps arrive on its "empty" barrier (no
  *    __syncthreads in the loop). 4 stages, each a 16 KiB K tile and a 16 KiB V tile.
@@ -33,15 +48,15 @@
  *    P_{j-1} V_{j-1}; then it waits for that, releases the stage, rescales O and packs P_j to bf16.
  *    The two consumer warpgroups (64 query rows each, 128 per CTA) interleave on top of that, so the exp / rescale work FA2 serialises with its
  *    matmuls is mostly hidden behind wgmma.
- *  - v4b only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two mbarriers
- *    pass the turn), so one group's softmax runs while the tensor core works on the other's block.
- *    v4 lets the two groups' wgmmas interleave freely; the pair of rows measures what the ordering
- *    is worth.
+ *  - v4b / v4f only, ping-pong: the two warpgroups take turns issuing their wgmma blocks (two
+ *    mbarriers pass the turn), so one group's softmax runs while the tensor core works on the other's
+ *    block. v4 lets the two groups' wgmmas interleave freely; measured, the free order wins (v4b -5%
+ *    vs v4, v4f -11% vs v4e causal d 128).
  *  - P goes from the S accumulators to the P V wgmma's A operand in registers: the wgmma accumulator
  *    layout of 16 rows x 16 keys is exactly the m16n8k16 A fragment (bf16 packing only).
- *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first over
- *    all heads (grid (b*h, tiles): the light tiles fill the tail instead of the heavy ones), and
- *    the mask is applied only on tiles that reach past the warp's first row (or past s).
+ *  - Causal: key tiles past the CTA's last row are never loaded, CTAs are issued heaviest first (over
+ *    all heads, or within a head section: the light tiles fill the tail instead of the heavy ones),
+ *    and the mask is applied only on tiles that reach past the warp's first row (or past s).
  * Rows and keys past s: the tensor maps span all b*h*s rows, so a tile may read the next head's rows
  * (or TMA zero fill past the end): those keys get -inf scores (P = 0 times finite V) and those query
  * rows are computed but not stored.
@@ -60,6 +75,9 @@
 #define FA3_REG_CONSUMER 232 /* setmaxnreg: per SM sub-partition one warp of each group, */
 #define FA3_REG_PRODUCER 40  /* (232 + 232 + 40) x 32 = 16128 of its 16384 registers */
 #define FA3_LOG2E 1.4426950408889634f
+#define FA3_PINGPONG 1 /* flags: the two consumer warpgroups take turns issuing wgmma (v4b) */
+#define FA3_LAZY 2     /* flags: keep a row's max until a tile exceeds it by FA3_LAZY_TH (v4e) */
+#define FA3_LAZY_TH 8.0f /* log2 units: P stays <= 2^8, l <= 2^8 s: no fp32 range issue */
 #define FA3_LN2 0.6931471805599453f
 
 /* IN = 0 (v4, v4b): a producer warpgroup, 384 threads; BN keys per tile: 128 at d = 64, 64 at d = 128,
@@ -114,7 +132,7 @@ static __device__ __forceinline__ uint32_t fa3_pack(float lo, float hi)
  * the wgmmas (C7513), so the bf16 packing (fa3_pack_p) comes after its wait. */
 template <int BN>
 static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l, float *c, float scale2, int kbase,
-                                                   int grow0, int s_len, int causal, bool need_mask)
+                                                   int grow0, int s_len, int causal, bool need_mask, bool lazy)
 {
     const int q = threadIdx.x & 3;
     if (need_mask) {
@@ -138,6 +156,14 @@ static __device__ __forceinline__ void fa3_softmax(float *s, float *m, float *l,
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         mx[r] = fmaxf(m[r], mx[r] * scale2); /* scale2 > 0: the max commutes with the scaling */
+        /* lazy: a max that grew by <= FA3_LAZY_TH is not taken (P <= 2^TH, exact by the final O / l
+         * and lse = m + log2 l whatever m is), so c = 1 and O needs no rescale; m = -inf compares
+         * NaN or inf, never <= TH. The 4 threads of a row hold the same m and mx: same choice. */
+        if (lazy && mx[r] - m[r] <= FA3_LAZY_TH) {
+            ms[r] = m[r];
+            c[r] = 1.f;
+            continue;
+        }
         ms[r] = mx[r] == -INFINITY ? 0.f : mx[r]; /* nothing visible yet: exp2(-inf) = 0 below */
         c[r] = fa3_ex2(m[r] - ms[r]);
         m[r] = mx[r];
@@ -168,7 +194,7 @@ template <int D, int IN>
 __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
     attn_fa3_fwd(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, gbf *__restrict__ O, float *__restrict__ lse, int s_len,
-                 float scale2, int causal, int pingpong)
+                 float scale2, int causal, int n_qt, int bh, int hsec, int flags)
 {
     typedef fa3_cfg<D, IN> C;
     constexpr int NS = C::NS, BN = C::BN, KB = D / 64; /* 64-column boxes per row */
@@ -178,10 +204,16 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
     uint64_t *qbar = (uint64_t *)(smem + C::BAR_OFF), *full_k = qbar + 1, *full_v = full_k + NS,
              *empty = full_v + NS, *turn = empty + NS;
     const int tid = threadIdx.x, wg = tid / 128;
-    /* grid (b*h, query tiles): x runs fastest, so every head's heaviest causal tile is issued before
-     * any head's next one (v3's (tiles, b*h) grid only orders the tiles within a head) */
-    const int qt = gridDim.y - 1 - blockIdx.y;
-    const int row0 = qt * FA3_BM, z = blockIdx.x;
+    const bool pingpong = flags & FA3_PINGPONG, lazy = flags & FA3_LAZY;
+    /* Tile order (1D grid, issued in index order): heads in sections of hsec; within a section the
+     * query tiles heaviest first, the section's heads fastest. hsec = b*h (v4, v4b, v4c): every head's
+     * heaviest causal tile before any head's next one, the best tail but the ~132 resident CTAs stream
+     * ~132 different heads' K/V, none shared through L2. hsec from the L2 size (fa3_hsec): the
+     * resident CTAs share a few heads, so each K/V tile comes from HBM about once per section. */
+    const int sec0 = blockIdx.x / (hsec * n_qt) * hsec, gs = min(hsec, bh - sec0);
+    const int loc = blockIdx.x - sec0 * n_qt;
+    const int qt = n_qt - 1 - loc / gs;
+    const int row0 = qt * FA3_BM, z = sec0 + loc % gs;
     const int hrow = z * s_len; /* the head's first row in the (b*h*s, D) tensor maps */
     const int kv_len = causal ? min(s_len, row0 + FA3_BM) : s_len;
     const int n_kt = (kv_len + BN - 1) / BN;
@@ -297,7 +329,7 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
     turn_pass();
     wgmma_wait<0>();
     fa3_pin<BN / 2>(sacc);
-    fa3_softmax<BN>(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0));
+    fa3_softmax<BN>(sacc, m, l, c, scale2, 0, grow0, s_len, causal, need_mask(0), lazy);
     fa3_pack_p<BN>(sacc, p);
 
     for (int j = 1; j < n_kt; j++) {
@@ -315,7 +347,7 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
         turn_pass();
         wgmma_wait<1>(); /* S_j done; P_{j-1} V_{j-1} may still run */
         fa3_pin<BN / 2>(sacc);
-        fa3_softmax<BN>(sacc, m, l, c, scale2, j * BN, grow0, s_len, causal, need_mask(j));
+        fa3_softmax<BN>(sacc, m, l, c, scale2, j * BN, grow0, s_len, causal, need_mask(j), lazy);
         wgmma_wait<0>();
         fa3_pin<D / 2>(o);
         fa3_pin<BN / 4>(&p[0][0]); /* the in-flight wgmma read p until here */
@@ -324,12 +356,16 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
             if (tid == 0 && j - 1 + NS < n_kt) load_kv(j - 1 + NS);
             __syncwarp();
         }
+        /* lazy: after the first tiles a row's max rarely grows by 2^8, and a warp whose 16 rows all
+         * kept theirs skips the 64 multiplies (a warp vote: no divergence) */
+        if (!lazy || __any_sync(0xffffffffu, c[0] != 1.f || c[1] != 1.f)) {
 #pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-            o[4 * i] *= c[0];
-            o[4 * i + 1] *= c[0];
-            o[4 * i + 2] *= c[1];
-            o[4 * i + 3] *= c[1];
+            for (int i = 0; i < D / 8; i++) {
+                o[4 * i] *= c[0];
+                o[4 * i + 1] *= c[0];
+                o[4 * i + 2] *= c[1];
+                o[4 * i + 3] *= c[1];
+            }
         }
         fa3_pack_p<BN>(sacc, p);
     }
@@ -367,10 +403,26 @@ __global__ void __launch_bounds__(fa3_cfg<D, IN>::THREADS, 1)
     }
 }
 
-template <int D, int IN> static int fa3_launch(cudaStream_t st, const attn_args *a, int pingpong)
+/* Heads per schedule section. req < 0: all heads, one section (v4, v4b, v4c); 0: as many as keep
+ * their K and V (2 s d bf16 each) within half the L2, the rest left for Q, O and the section still
+ * draining; > 0: req heads (the test's attn_v4e_sections_run). */
+static int fa3_hsec(const attn_args *a, int req, cudaError_t *e)
+{
+    const int bh = a->b * a->h;
+    if (req) return req < 0 || req > bh ? bh : req;
+    int dev = 0, l2 = 0;
+    *e = cudaGetDevice(&dev);
+    if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+    const int64_t g = (int64_t)l2 / 2 / ((int64_t)4 * a->s * a->d);
+    return (int)(g < 1 ? 1 : g > bh ? bh : g);
+}
+
+template <int D, int IN> static int fa3_launch(cudaStream_t st, const attn_args *a, int flags, int hsec_req)
 {
     const int64_t rows = (int64_t)a->b * a->h * a->s;
-    if (rows > INT_MAX || attn_cdiv(a->s, FA3_BM) > 65535 || ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
+    const int bh = a->b * a->h, n_qt = (int)attn_cdiv(a->s, FA3_BM);
+    if (rows > INT_MAX || (int64_t)bh * n_qt > INT_MAX ||
+        ((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o) % 16)
         return (int)cudaErrorNotSupported;
     CUtensorMap tq, tk, tv;
     cudaError_t e = tmap_2d(&tq, a->q, (int)rows, D, FA3_BM);
@@ -379,20 +431,29 @@ template <int D, int IN> static int fa3_launch(cudaStream_t st, const attn_args 
     if (e == cudaSuccess) e = tmap_2d(&tv, a->v, (int)rows, D, C::BN);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_fa3_fwd<D, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+    const int hsec = e == cudaSuccess ? fa3_hsec(a, hsec_req, &e) : bh;
     if (e != cudaSuccess) return (int)e;
-    dim3 grid((unsigned)(a->b * a->h), (unsigned)attn_cdiv(a->s, FA3_BM));
-    attn_fa3_fwd<D, IN><<<grid, C::THREADS, C::SMEM, st>>>(tq, tk, tv, (gbf *)a->o, a->lse, a->s,
-                                                             a->scale * FA3_LOG2E, a->causal, pingpong);
+    attn_fa3_fwd<D, IN><<<(unsigned)(bh * n_qt), C::THREADS, C::SMEM, st>>>(
+        tq, tk, tv, (gbf *)a->o, a->lse, a->s, a->scale * FA3_LOG2E, a->causal, n_qt, bh, hsec, flags);
     return (int)cudaGetLastError();
 }
 
-template <int IN> static int fa3_run(void *stream, const attn_args *a, int pingpong)
+template <int IN> static int fa3_run(void *stream, const attn_args *a, int flags, int hsec_req)
 {
     if (!attn_args_ok(a, 0, NULL)) return (int)cudaErrorInvalidValue;
-    return a->d == 64 ? fa3_launch<64, IN>((cudaStream_t)stream, a, pingpong)
-                      : fa3_launch<128, IN>((cudaStream_t)stream, a, pingpong);
+    return a->d == 64 ? fa3_launch<64, IN>((cudaStream_t)stream, a, flags, hsec_req)
+                      : fa3_launch<128, IN>((cudaStream_t)stream, a, flags, hsec_req);
 }
 
-int attn_v4_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, 0); }
-int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, 1); }
-int attn_v4c_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, 0); }
+int attn_v4_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, 0, -1); }
+int attn_v4b_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, FA3_PINGPONG, -1); }
+int attn_v4c_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, 0, -1); }
+int attn_v4d_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, 0, 0); }
+int attn_v4e_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, FA3_LAZY, 0); }
+int attn_v4f_run(void *stream, const attn_args *a) { return fa3_run<1>(stream, a, FA3_LAZY | FA3_PINGPONG, 0); }
+int attn_v4g_run(void *stream, const attn_args *a) { return fa3_run<0>(stream, a, FA3_LAZY, 0); }
+extern "C" int attn_v4e_sections_run(void *stream, const attn_args *a, int hsec)
+{
+    if (hsec < 1) return (int)cudaErrorInvalidValue;
+    return fa3_run<1>(stream, a, FA3_LAZY, hsec);
+}

@@ -44,5 +44,9 @@ int attn_v3b_run(void *s, const attn_args *a);
 int attn_v4_run(void *s, const attn_args *a); /* attn_fa3.cu */
 int attn_v4b_run(void *s, const attn_args *a);
 int attn_v4c_run(void *s, const attn_args *a);
+int attn_v4d_run(void *s, const attn_args *a);
+int attn_v4e_run(void *s, const attn_args *a);
+int attn_v4f_run(void *s, const attn_args *a);
+int attn_v4g_run(void *s, const attn_args *a);
 
 #endif

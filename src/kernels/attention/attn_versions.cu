@@ -11,6 +11,12 @@
  *   v4b_fa3_pingpong  v4 + the two warpgroups take turns issuing their wgmma blocks (FA3 ping-pong)
  *   v4c_fa3_inline v4 without the producer warpgroup (256 threads: up to 255 registers, so 128-key
  *                  tiles at d 128 too); one consumer thread refills each stage once both groups free it
+ *   v4d_fa3_l2     v4c with the CTAs ordered by head sections sized to the L2 (the resident CTAs
+ *                  share their heads' K/V through L2 instead of each streaming its own from HBM)
+ *   v4e_fa3_lazy   v4d + lazy rescale: a row keeps its max until a tile exceeds it by 2^8, and a warp
+ *                  whose rows all kept theirs skips the O rescale
+ *   v4f_fa3_lazy_pp  v4e + ping-pong of the two consumer warpgroups (v4b's turn barriers)
+ *   v4g_fa3_prod_l2  v4 (producer warpgroup, 64-key tiles at d 128) + v4d's L2 order + v4e's lazy rescale
  *   v3_backend     the CUDA backend's FA2 prefill (f16 cache, f32 Q/O) called through cuk_attention on
  *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
  *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
@@ -33,6 +39,14 @@ extern "C" const attn_version attn_versions[] = {
       0, 1, no_work, attn_v4b_run },
     { "v4c_fa3_inline", "v4 with no producer warpgroup: 256 threads (255 registers), 128-key tiles at d 128, TMA issued by a consumer",
       0, 1, no_work, attn_v4c_run },
+    { "v4d_fa3_l2", "v4c + CTAs ordered in head sections that fit L2 (K/V read from HBM ~once per section)", 0, 1,
+      no_work, attn_v4d_run },
+    { "v4e_fa3_lazy", "v4d + lazy rescale: row max kept until exceeded by 2^8, O rescale skipped per warp", 0, 1,
+      no_work, attn_v4e_run },
+    { "v4f_fa3_lazy_pp", "v4e + ping-pong: the 2 consumer warpgroups take turns issuing wgmma", 0, 1, no_work,
+      attn_v4f_run },
+    { "v4g_fa3_prod_l2", "v4 (producer warpgroup, 64-key tiles at d 128) + v4d's L2 order + v4e's lazy rescale", 0, 1,
+      no_work, attn_v4g_run },
     { "v3_backend", "backend FA2 prefill via cuk_attention (f16 K/V, f32 Q/O, conversions timed), causal", 0, 0,
       attn_vbe_work, attn_vbe_run },
     { "v1_naive_bwd", "P, dP, dS as (s,s) fp32 in memory; 5 naive GEMMs", 1, 0, attn_v1b_work, attn_v1b_run },
