@@ -5,10 +5,14 @@
  *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written);
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
  *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate).
- * Each figure is the median of 20 runs timed with CUDA events; a 256 MB memset runs between runs so L2
- * (50 MB) never serves the cache. Block tables are random permutations of all blocks (paged, out of
+ * Each figure is the median of 20 runs timed with CUDA events; a 256 MB read pass (ladder_flush_l2) runs
+ * between runs so L2 (50 MB) never serves the cache. Until 2026-12-04 it was a memset, which left ~50 MB
+ * of dirty lines in L2 whose write-back the timed kernel paid for (decode 8 x 1k: 21.3 us with it). Block tables are random permutations of all blocks (paged, out of
  * order); cache contents are random f16 in [-1, 1] (a 64 MB random pattern, tiled).
  * Usage: bench_cuda_attention            (prints "skipped: no CUDA device" where there is none)
+ *        bench_cuda_attention sweep      decode only: every shape of the sweep table in main at each split
+ *                                        size (AIINFRA_DEC_CHUNK), one line each: the data the split
+ *                                        planner is checked against
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +31,7 @@ int main(void)
 
 #include "aiinfra/dtype.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "kernels/ladder_flush.h"
 
 #define RUNS 20
 #include "cuda_bench.h"
@@ -84,7 +89,7 @@ static float time_median(run_fn fn, void *ctx, int flush)
     for (int i = 0; i < 3; i++) fn(ctx);
     float ms[RUNS];
     for (int i = 0; i < RUNS; i++) {
-        if (flush) CK(cudaMemsetAsync(flush_buf, i & 0xFF, flush_bytes, 0));
+        if (flush) CK((cudaError_t)ladder_flush_l2(NULL, flush_buf, flush_bytes, (unsigned *)((char *)flush_buf + flush_bytes)));
         CK(cudaEventRecord(e0, 0));
         fn(ctx);
         CK(cudaEventRecord(e1, 0));
@@ -178,11 +183,15 @@ static void run_attn(void *p)
     }
 }
 
-/* One configuration: n_seq sequences of ctx keys each, q_len queries each (1 = decode). Returns ms. */
-static float bench_attn(int n_seq, int ctx, int q_len, double *kv_bytes)
+static void sweep_attn(attn_ctx *c, int n_seq, int ctx, double bytes);
+
+/* One configuration: n_seq sequences of ctx keys each, q_len queries each (1 = decode), max_seq_len
+ * bound >= ctx (the engine passes a power of two at least the longest sequence, capped at its
+ * context). Returns ms; with sweep, prints the decode sweep instead (returns 0). */
+static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep)
 {
     const int n_head = 32, n_kv = 8, d = 128, bs = 16;
-    const int nb = (ctx + bs - 1) / bs, n_blocks = n_seq * nb;
+    const int nb = (bound + bs - 1) / bs, n_blocks = n_seq * nb;
     const size_t row = (size_t)n_kv * d * 2, cache = (size_t)n_blocks * bs * row;
     int32_t *perm = malloc(sizeof(int32_t) * n_blocks);
     for (int i = 0; i < n_blocks; i++) perm[i] = i;
@@ -227,7 +236,7 @@ static float bench_attn(int n_seq, int ctx, int q_len, double *kv_bytes)
     a->n_tok = n_tok;
     a->max_blocks = nb;
     a->max_q_len = q_len;
-    a->max_seq_len = ctx;
+    a->max_seq_len = bound;
     a->n_head = n_head;
     a->n_head_kv = n_kv;
     a->head_dim = a->head_dim_v = d;
@@ -236,16 +245,52 @@ static float bench_attn(int n_seq, int ctx, int q_len, double *kv_bytes)
     a->work_size = cuk_attention_work_size(a);
     if (a->work_size) CK(cudaMalloc(&a->work, a->work_size));
     if (a->work_size) CK(cudaMemset(a->work, 0, a->work_size)); /* decode's counters start at 0 */
-    float ms = time_median(run_attn, &c, 1);
     *kv_bytes = 2.0 * (double)n_seq * ctx * row;
+    float ms = 0;
+    if (sweep) sweep_attn(&c, n_seq, ctx, *kv_bytes);
+    else ms = time_median(run_attn, &c, 1);
     cudaFree(k); cudaFree(v); cudaFree(q); cudaFree(o); cudaFree(bt); cudaFree(dqs); cudaFree(dsl);
     if (a->work) cudaFree(a->work);
     free(perm); free(qs); free(sl); free(hq);
     return ms;
 }
 
-int main(void)
+static double copy_gbs;
+
+/* Decode at every split size (AIINFRA_DEC_CHUNK) plus the planner's own choice (chunk 0 = "auto").
+ * Split counts past the planner's cap (n_seq x 8 x splits <= 4 x 264 CTAs) are skipped: the override
+ * would fall back to the plan. */
+static void sweep_attn(attn_ctx *c, int n_seq, int ctx, double bytes)
 {
+    static const int chunks[] = {0, 64, 128, 192, 256, 320, 384, 512, 640, 768, 1024, 1536, 2048, 4096, 8192, 32768};
+    const int bound = c->a.max_seq_len, pairs = n_seq * 8;
+    int last_ns = -1;
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        int ch = chunks[i], ns = 0;
+        if (ch) {
+            if (ch > (bound + 63) / 64 * 64) ch = (bound + 63) / 64 * 64;
+            ns = (bound + ch - 1) / ch;
+            if (ns == last_ns || pairs * ns > 4 * 264) continue;
+            last_ns = ns;
+            char cs[16];
+            snprintf(cs, sizeof cs, "%d", ch);
+            setenv("AIINFRA_DEC_CHUNK", cs, 1);
+        } else {
+            unsetenv("AIINFRA_DEC_CHUNK");
+        }
+        /* fresh counters: a forced plan may use more of them than the sizing call saw */
+        CK(cudaMemset(c->a.work, 0, c->a.work_size));
+        const float ms = time_median(run_attn, c, 1);
+        const double gbs = bytes / (ms * 1e-3) / 1e9;
+        printf("sweep %3d x %5d bound %5d chunk %5d ns %3d  %8.2f us %6.0f GB/s %5.1f%%%s\n", n_seq, ctx, bound, ch, ns,
+               ms * 1e3, gbs, 100.0 * gbs / copy_gbs, ch ? "" : "  (auto plan)");
+    }
+    unsetenv("AIINFRA_DEC_CHUNK");
+}
+
+int main(int argc, char **argv)
+{
+    const int sweep = argc > 1 && !strcmp(argv[1], "sweep");
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess || n_dev < 1) {
@@ -254,16 +299,28 @@ int main(void)
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    CK(cudaMalloc(&flush_buf, flush_bytes));
+    CK(cudaMalloc(&flush_buf, flush_bytes + 16)); /* + the flush's sink */
+    CK(cudaMemset(flush_buf, 0x5A, flush_bytes + 16));
 
     copy_ctx cp = {0};
     cp.n = (size_t)2 << 30;
     CK(cudaMalloc(&cp.dst, cp.n));
     CK(cudaMalloc(&cp.src, cp.n));
     CK(cudaMemset(cp.src, 1, cp.n));
-    const double copy_gbs = 2.0 * cp.n / (time_median(run_copy, &cp, 0) * 1e-3) / 1e9;
+    copy_gbs = 2.0 * cp.n / (time_median(run_copy, &cp, 0) * 1e-3) / 1e9;
     cudaFree(cp.dst);
     cudaFree(cp.src);
+    if (sweep) {
+        printf("device %s, %d SMs; copy %.0f GB/s (2 GB D2D, read+write)\n", prop.name, prop.multiProcessorCount, copy_gbs);
+        static const int sw[][3] = {{1, 576, 640}, {1, 1024, 1024}, {1, 2048, 2048}, {1, 8192, 8192}, {1, 32768, 32768},
+                                    {8, 1056, 1088}, {8, 1024, 1024}, {8, 8192, 8192}, {64, 1024, 1024}, {64, 2048, 2048}};
+        for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
+            double bytes;
+            bench_attn(sw[i][0], sw[i][1], sw[i][2], 1, &bytes, 1);
+        }
+        cudaFree(flush_buf);
+        return 0;
+    }
     const double gemm = gemm_tflops();
     printf("device %s, %d SMs; ceilings: copy %.0f GB/s (2 GB D2D, read+write), cuBLASLt bf16 8192^3 %.0f TFLOP/s\n",
            prop.name, prop.multiProcessorCount, copy_gbs, gemm);
@@ -273,7 +330,7 @@ int main(void)
     printf("%-26s %10s %10s %8s\n", "decode", "us", "GB/s", "of copy");
     for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
         double bytes;
-        float ms = bench_attn(dec[i][0], dec[i][1], 1, &bytes);
+        float ms = bench_attn(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0);
         double gbs = bytes / (ms * 1e-3) / 1e9;
         char name[64];
         snprintf(name, sizeof name, "%d x %d", dec[i][0], dec[i][1]);
@@ -283,7 +340,7 @@ int main(void)
     printf("%-26s %10s %10s %8s\n", "prefill (causal)", "us", "TFLOP/s", "of GEMM");
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
         double bytes;
-        float ms = bench_attn(pre[i][0], pre[i][1], pre[i][1], &bytes);
+        float ms = bench_attn(pre[i][0], pre[i][1], pre[i][1], pre[i][1], &bytes, 0);
         const double s = pre[i][1];
         double flop = pre[i][0] * 4.0 * s * s * 128 * 32 / 2;
         double tf = flop / (ms * 1e-3) / 1e12;

@@ -274,6 +274,40 @@ static void test_decode(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 }
 
+/* Decode at forced split sizes (AIINFRA_DEC_CHUNK: one-tile splits, an odd multiple of the
+ * alignment, 1024, no split), with and without the copies issued before the PDL wait
+ * (AIINFRA_DEC_EARLY=0) and with either PDL trigger (AIINFRA_DEC_LATE=0/1): the planner and the
+ * launch may pick any of them. */
+static void test_decode_forced(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    static const attn_case cases[] = {
+        {"decode forced d128 gqa4 bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F16, 51},
+        {"decode forced d128 32/8 bs16 4 x 4k", 4, {4096, 3000, 1, 2049}, {1, 1, 1, 1}, 32, 8, 128, 128, 16,
+         DTYPE_F16, 52},
+        {"decode forced d128 gqa16 bs32", 3, {700, 33, 1}, {1, 1, 1}, 16, 1, 128, 128, 32, DTYPE_F16, 53},
+        {"decode forced d128 32/8 bs16 1 x 9001", 1, {9001}, {1}, 32, 8, 128, 128, 16, DTYPE_F16, 54},
+        {"decode forced d64 gqa2 bs16 2 x 5000/77", 2, {5000, 77}, {1, 1}, 4, 2, 64, 64, 16, DTYPE_F16, 55},
+    };
+    static const struct { const char *chunk, *early, *late; } combos[] = {
+        {NULL, "0", "0"}, {NULL, NULL, "1"}, {"64", NULL, "0"}, {"64", "0", "1"}, {"192", NULL, NULL},
+        {"1024", NULL, "1"}, {"100000", NULL, "0"},
+    };
+    for (size_t k = 0; k < sizeof combos / sizeof combos[0]; k++) {
+        const char *names[] = {"AIINFRA_DEC_CHUNK", "AIINFRA_DEC_EARLY", "AIINFRA_DEC_LATE"};
+        const char *vals[] = {combos[k].chunk, combos[k].early, combos[k].late};
+        for (int e = 0; e < 3; e++) {
+            if (vals[e]) setenv(names[e], vals[e], 1);
+            else unsetenv(names[e]);
+        }
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    }
+    unsetenv("AIINFRA_DEC_EARLY");
+    unsetenv("AIINFRA_DEC_LATE");
+    unsetenv("AIINFRA_DEC_CHUNK");
+}
+
 static void test_prefill(void **state)
 {
     (void)state;
@@ -362,6 +396,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_decode_forced),
         cmocka_unit_test(test_prefill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,15 +6,18 @@
  * group. Its split is keys [split * chunk, +chunk) of the sequence; CTAs whose split starts at or
  * beyond seq_len exit (the grid comes from max_seq_len).
  *
- * Measured (2026-12-04, H200, copy ceiling 4,267 GB/s, `aiinfra kernels bench decode`, Llama-3-8B
- * heads 32/8, d 128, f16 KV, 16-token blocks in random order, L2 evicted by a read pass before each
- * call; round 2 -> this version):
- *   b1 x 1024    11.4 ->  8.5 us    370 ->   496 GB/s   8.7% -> 11.6% (latency-bound)
- *   b1 x 8192    17.8 -> 16.2 us   1884 ->  2072 GB/s  44.5% -> 48.6%
- *   b1 x 32768   51.2 -> 43.6 us   2622 ->  3079 GB/s  61.9% -> 72.2%
- *   b8 x 8192    88.6 -> 74.6 us   3032 ->  3602 GB/s  71.6% -> 84.4%
- *   b64 x 2048  163.8 -> 138.8 us  3291 ->  3883 GB/s  77.7% -> 91.0%
- * Error vs a double reference 4e-4 .. 6e-4 of the row's max |o| (bound 5e-3).
+ * Measured (2026-12-04, H200, second session, copy ceiling 4,217 GB/s, `aiinfra kernels bench
+ * decode`: Llama-3-8B heads 32/8, d 128, f16 KV, 16-token blocks in random order, L2 evicted by a
+ * read pass before each call; first session's round 3 in brackets):
+ *   b1 x 1024     8.5 us    495 GB/s  11.7%  (8.5 us, 11.7%: latency-bound)
+ *   b1 x 8192    15.8 us  2,129 GB/s  50.5%  (15.9 us, 49.9%)
+ *   b1 x 32768   43.3 us  3,098 GB/s  73.5%  (43.0 us, 73.7%)
+ *   b8 x 1024    15.0 us  2,258 GB/s  53.5%  (new shape)
+ *   b8 x 8192    74.3 us  3,616 GB/s  85.7%  (74.3 us, 85.5%)
+ *   b64 x 2048  136.0 us  3,962 GB/s  94.0%  (137.7 us, 92.6%)
+ * Error vs a double reference 4e-4 .. 6e-4 of the row's max |o| (bound 5e-3). In the model (bf16
+ * Llama-3-8B, CUDA graphs with PDL, ms per step): batch 8 x 1k 6.69 -> 6.00 (late PDL trigger, 6),
+ * batch 1 x 640 4.221 -> 4.143 (copies before the PDL wait, 6).
  *
  * Design (round 3; round 2 = the same MMA core fed by 16-byte cp.async, 51.2 us = 62% at 1 x 32k):
  *  1. Tensor cores. The group is the M dimension of mma.sync m16n8k16 (heads padded to 16 rows,
@@ -44,6 +47,12 @@
  *     scale * log2 e in fp32 after the MMA and the softmax stays in fp32 in the log2 domain (ex2).
  *     P is rounded to f16 for P.V (as in FA2); the row sum l uses the fp32 P. Error vs a double
  *     reference: ~5e-4 of the row's max |o| (bench), inside the tests' 3e-3 / 5e-3 bounds.
+ *  6. Neighbours in the step (round 4). Copies of every key the previous kernel did not write (all
+ *     but the q_len newest) start before the PDL wait, so the first tiles load while rope + KV store
+ *     runs (batch-1 step 4.221 -> 4.176 ms). And when the grid is one wave covering every SM, the
+ *     next kernel may launch only once each CTA has published its partial (late trigger): with the
+ *     trigger right after the wait, the batch-8 x 1k step took 6.69-6.76 ms, late 6.00-6.02, and no
+ *     PDL at all 5.89 (dec_launch has the figures). The standalone benches cannot see either.
  *
  * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D + 8] f16 (row padding: see
  * 2), one mbarrier per stage (static). The end-of-kernel merge of the 4 warps reuses the stages.
@@ -64,30 +73,43 @@
  * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no tile keeps
  * m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
  * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
- * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform.
+ * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform;
+ * 6. keys below seq_len - q_len were stored by kernels that completed before the previous kernel on
+ * the stream passed its own PDL wait (every cuk_launch kernel waits before it triggers), so they
+ * may be read before this kernel's wait; only the previous kernel's writes (the step's new rows,
+ * q) are read after it.
  */
+#include <climits>
+#include <cstdlib>
+
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/cuk_mma.cuh"
 
 #define DEC_TK 16 /* keys per warp tile (the k extent of one P.V mma) */
-#define DEC_WARPS 4
 #define DEC_M 16  /* mma rows: the group's query heads, zero-padded */
 #define DEC_MB 16 /* splits per load batch of the last-CTA merge */
+#define DEC_W 4       /* warps per CTA */
+#define DEC_NS128 3   /* stages per warp at d 128 */
+#define DEC_NS64 4    /* stages per warp at d 64 */
 
-/* Stages per warp: d 128 -> 3 (102 KB per CTA, 2 CTAs/SM), d 64 -> 4 (72 KB, 3 CTAs/SM). A tile row
- * is padded from D to D + 8 halves (RS): the bulk copies cannot swizzle, and a 16-byte pad puts the
- * 8 rows an ldmatrix phase reads in distinct bank groups. */
-template <int D> struct dec_cfg {
-    static constexpr int NS = D == 128 ? 3 : 4;
+/* W warps per CTA, NS stages per warp: d 128 -> (4, 3) (102 KB per CTA, 2 CTAs/SM), d 64 -> (4, 4)
+ * (72 KB, 3 CTAs/SM). Measured on 2026-12-04 and dropped: (4, 2) at 3 CTAs/SM (1 x 32k 46.2 us vs
+ * 43.8, 64 x 2k 167.5 vs 138.7, b8 x 1k 15.3 vs 16.9), (2, 6) and (4, 6) (fewer warps per SM, more
+ * tiles in flight: 20-45% slower at every shape): warps per SM, not bytes in flight, set the pace. A tile row is padded from D to D + 8 halves (RS): the bulk copies cannot
+ * swizzle, and a 16-byte pad puts the 8 rows an ldmatrix phase reads in distinct bank groups. */
+template <int D, int W, int NS_> struct dec_cfg {
+    static constexpr int NS = NS_;
+    static constexpr int TH = W * 32;           /* threads per CTA */
     static constexpr int RS = D + 8;            /* halves per smem row */
     static constexpr int TILE = DEC_TK * RS;    /* halves of one K (or V) tile */
     static constexpr int STAGE = 2 * TILE;      /* K then V */
-    static constexpr size_t bytes = (size_t)DEC_WARPS * NS * STAGE * 2;
-    static constexpr int MIN_CTAS = D == 128 ? 2 : 3;
-    /* the warp merge needs (DEC_WARPS, DEC_M, D + 4) floats of the stages */
-    static_assert((size_t)DEC_WARPS * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
-    static_assert((size_t)MIN_CTAS * (bytes + 1024 + 256) <= 228 * 1024, "MIN_CTAS rings fit an SM");
+    static constexpr size_t bytes = (size_t)W * NS * STAGE * 2;
+    static constexpr int MIN_CTAS_RAW = (int)((size_t)228 * 1024 / (bytes + 1024 + 256));
+    static constexpr int MIN_CTAS = MIN_CTAS_RAW < 1 ? 1 : MIN_CTAS_RAW > 4 ? 4 : MIN_CTAS_RAW;
+    /* the warp merge needs (W, DEC_M, D + 4) floats of the stages */
+    static_assert((size_t)W * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
+    static_assert(bytes + 1024 <= 227 * 1024, "one CTA fits an SM");
 };
 
 /* Bulk (TMA, non-tensor) copy of `bytes` contiguous bytes global -> shared, completing on mbarrier
@@ -114,16 +136,16 @@ static __device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parit
                  : "memory");
 }
 
-template <int D>
-__global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
-    kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, void *work)
+template <int D, int W, int NS>
+__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
+    kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
 {
-    using cfg = dec_cfg<D>;
-    constexpr int NS = cfg::NS, RS = cfg::RS, TILE = cfg::TILE, STAGE = cfg::STAGE;
+    using cfg = dec_cfg<D, W, NS>;
+    constexpr int RS = cfg::RS, TILE = cfg::TILE, STAGE = cfg::STAGE, TH = cfg::TH;
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
     constexpr int NT = D / 8;                  /* n-tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) unsigned long long bars[DEC_WARPS][NS]; /* one mbarrier per stage */
+    __shared__ __align__(8) unsigned long long bars[W][NS]; /* one mbarrier per stage */
     __half *stages = (__half *)smem;
     const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -142,7 +164,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     const int ckey = lane & 15;
     /* Block of key ckey of local tile i (local i is tile warp + 4 i of the split); 0 past max_seq_len. */
     auto lookup = [&](int i) -> int {
-        const int j = k_begin + (warp + DEC_WARPS * i) * DEC_TK + ckey;
+        const int j = k_begin + (warp + W * i) * DEC_TK + ckey;
         return j < kmax ? __ldg(bt + (j >> bsh)) : 0;
     };
     const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(&bars[warp][0]);
@@ -157,44 +179,61 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     const int q0 = a.q_start[s], q_len = a.q_start[s + 1] - q0;
     if (q_len < 1 || k_begin >= seq_len) return; /* seq_len 0 is outside the contract */
     const int k_end = min(seq_len, k_begin + chunk);
-    /* Everything above reads only what the host uploaded before the step (sequence lengths, query
-     * starts, block tables), so it runs while the previous kernel (rope + KV store) drains; q and the
-     * new K/V rows it wrote are read only after this wait (cuk_launch.h). */
-    cuk_pdl_wait();
 
     const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
     const size_t row = (size_t)a.n_head_kv * D;
     __half *ring = stages + warp * NS * STAGE;
     const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
-    const int nt = warp < n_tiles ? (n_tiles - warp + DEC_WARPS - 1) / DEC_WARPS : 0;
+    const int nt = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
     /* This lane's row in stage 0 (K rows for lanes < 16, V rows above): a copy is one add. */
     const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * TILE + ckey * RS);
     const __half *src_base = lane < 16 ? kc : vc;
-    /* Starts the copies of local tile i (its key's block from lookup) into stage `st`. Keys at or
-     * past k_end are not read: their V rows are zeroed instead (P = 0 there, and 0 * a stale NaN
-     * would leak), their K rows are left as they are (their scores are replaced by -inf). */
-    auto issue = [&](int i, int blk, int st) {
+    /* Copies of local tile i (its key's block from lookup) into stage `st`, keys [lo, hi) of it only.
+     * head: also arms the stage's barrier for every valid key of the tile and zeroes the V rows of
+     * keys at or past k_end, which are never read (P = 0 there, and 0 * a stale NaN would leak;
+     * their K rows are left as they are: their scores are replaced by -inf). A tile's copies may
+     * come in two calls (head first), both before its barrier is waited for. */
+    auto issue = [&](int i, int blk, int st, int lo, int hi, bool head) {
         if (i < nt) { /* warp-uniform */
-            const int kt = k_begin + (warp + DEC_WARPS * i) * DEC_TK;
+            const int kt = k_begin + (warp + W * i) * DEC_TK;
             const int nv = min(DEC_TK, k_end - kt); /* >= 1: the tile starts below k_end */
             const uint32_t bar = bar0 + 8 * st, d = dst + (uint32_t)(st * STAGE * 2);
-            /* this stage was last read by ldmatrix (generic proxy) before the __syncwarp at the top of
-             * the loop; order those reads before the async-proxy writes */
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            if (lane == 0) dec_bar_expect(bar, (uint32_t)(nv * 2 * D * 2));
-            __syncwarp();
+            if (head) {
+                /* this stage was last read by ldmatrix (generic proxy) before the __syncwarp at the top
+                 * of the loop; order those reads before the async-proxy writes */
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                if (lane == 0) dec_bar_expect(bar, (uint32_t)(nv * 2 * D * 2));
+                __syncwarp();
+            }
             if (ckey < nv) {
-                const size_t off = ((size_t)blk * a.block_size + ((kt + ckey) & bmask)) * row;
-                dec_bulk(d, src_base + off, D * 2, bar);
-            } else if (lane >= 16) {
+                if (kt + ckey >= lo && kt + ckey < hi) {
+                    const size_t off = ((size_t)blk * a.block_size + ((kt + ckey) & bmask)) * row;
+                    dec_bulk(d, src_base + off, D * 2, bar);
+                }
+            } else if (head && lane >= 16) {
                 __half *z = ring + st * STAGE + TILE + ckey * RS;
 #pragma unroll
                 for (int u = 0; u < D / 8; u++) *(uint4 *)(z + 8 * u) = make_uint4(0, 0, 0, 0);
             }
         }
     };
+    /* Keys below k_safe were stored before the previous kernel on the stream started: with early
+     * = 1 their copies start before the PDL wait (invariant 6); the new rows (keys seq_len - q_len
+     * .. seq_len - 1, stored by the previous kernel, rope + KV store) only after it. */
+    const int k_safe = early ? seq_len - q_len : 0;
 #pragma unroll
-    for (int i = 0; i < NS - 1; i++) issue(i, pf[i], i);
+    for (int i = 0; i < NS - 1; i++) issue(i, pf[i], i, 0, k_safe, true);
+    /* Everything above reads only what the host uploaded before the step (sequence lengths, query
+     * starts, block tables) and cache rows stored by kernels before the previous one, so it runs
+     * while the previous kernel (rope + KV store) drains; q and the new K/V rows it wrote are read
+     * only after this wait (cuk_launch.h). With late = 1 the next kernel is let launch only when
+     * every CTA has published its partial (below), not here. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+#pragma unroll
+    for (int i = 0; i < NS - 1; i++) issue(i, pf[i], i, k_safe, INT_MAX, false);
     int nxt = lookup(NS - 1); /* block of the tile issued in the first iteration */
 
     /* Q as mma A fragments (f16), rows r0 = lane / 4 and r0 + 8 = heads of the group (0 past it);
@@ -235,7 +274,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
         {
             const int cur = nxt;
             nxt = lookup(i + NS);
-            issue(i + NS - 1, cur, st_i);
+            issue(i + NS - 1, cur, st_i, 0, INT_MAX, true);
         }
         const __half *ks = ring + st_c * STAGE, *vs = ks + TILE;
         st_i = st_c;
@@ -256,7 +295,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
             cuk_mma_f16(sc[1], qa[kk], b[2], b[3]);
         }
         /* online softmax (log2 domain); keys past the split / sequence score -inf */
-        const int kt0 = k_begin + (warp + DEC_WARPS * i) * DEC_TK;
+        const int kt0 = k_begin + (warp + W * i) * DEC_TK;
         float mx0 = m0, mx1 = m1;
 #pragma unroll
         for (int j = 0; j < 2; j++)
@@ -312,7 +351,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
      * drained its copies) into one (m, l, o[D]) per head. */
     __syncthreads();
     constexpr int PS = D + 4; /* floats per partial: m, l, 2 pad (16-byte alignment), o[D] */
-    float *wm = (float *)smem; /* (DEC_WARPS, DEC_M, PS) */
+    float *wm = (float *)smem; /* (W, DEC_M, PS) */
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
@@ -337,15 +376,15 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
     const int n_act = min(n_split, (seq_len + chunk - 1) / chunk);
     float *parts = (float *)((char *)work + KATTN_DEC_COUNTER_BYTES);
     constexpr int C4 = D / 4; /* float4 columns per head */
-    for (int it = tid; it < group * C4; it += 128) {
+    for (int it = tid; it < group * C4; it += TH) {
         const int g = it / C4, c = it % C4;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[(w * DEC_M + g) * PS]);
+        for (int w = 0; w < W; w++) M = fmaxf(M, wm[(w * DEC_M + g) * PS]);
         float L = 0.f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
+        for (int w = 0; w < W; w++) {
             const float *pw = wm + (w * DEC_M + g) * PS;
             const float sc = kattn_exp2(pw[0] - M); /* an idle warp has m = -inf: weight 0 */
             const float4 v = *(const float4 *)(pw + 4 + c * 4);
@@ -367,6 +406,9 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
             *(float4 *)(pw + 4 + c * 4) = acc;
         }
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (late) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     if (n_act == 1) return;
 
     /* ---- 2. publish the partial; the last of the n_act CTAs of (sequence, kv head) to arrive
@@ -392,7 +434,7 @@ __global__ void __launch_bounds__(128, dec_cfg<D>::MIN_CTAS)
      * are the same address for the 32 threads of a head: one broadcast request), rescaling its
      * running sum whenever a batch raises the maximum. No shared memory, no barrier. */
     const size_t head0 = (size_t)s * a.n_head + (size_t)kvh * group;
-    for (int it = tid; it < group * C4; it += 128) {
+    for (int it = tid; it < group * C4; it += TH) {
         const int g = it / C4, c = it % C4;
         const float *pb = parts + (head0 + g) * n_split * PS;
         float M = -INFINITY, L = 0.f;
@@ -442,47 +484,81 @@ int kattn_decode_supported(const cuk_attn_args *a)
            ((uintptr_t)a->out & 15) == 0 && ((uintptr_t)a->work & 15) == 0;
 }
 
-/* CTAs of kattn_decode_split<D> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132 when
- * the device cannot be asked (no GPU: the launch fails anyway). */
-template <int D> static long dec_slots_d(void)
+static int dec_env(const char *name, int def)
 {
-    int dev = 0, sms = 0, occ = 0;
-    const size_t sm = dec_cfg<D>::bytes;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaFuncSetAttribute(kattn_decode_split<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D>, 128, sm) != cudaSuccess ||
-        sms < 1 || occ < 1) {
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : def;
+}
+
+/* SMs of the current device (132 when it cannot be asked: no GPU, the launch fails anyway). */
+static int dec_sms(void)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        sms < 1) {
         (void)cudaGetLastError();
-        return (long)dec_cfg<D>::MIN_CTAS * 132;
+        return 132;
     }
-    return (long)sms * occ;
+    return sms;
+}
+
+/* CTAs of kattn_decode_split<D, W, NS> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132
+ * when the device cannot be asked (no GPU: the launch fails anyway). */
+template <int D, int W, int NS> static long dec_slots_v(void)
+{
+    using cfg = dec_cfg<D, W, NS>;
+    int occ = 0;
+    const size_t sm = cfg::bytes;
+    if (cudaFuncSetAttribute(kattn_decode_split<D, W, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, W, NS>, cfg::TH, sm) != cudaSuccess ||
+        occ < 1) {
+        (void)cudaGetLastError();
+        return (long)cfg::MIN_CTAS * 132;
+    }
+    return (long)dec_sms() * occ;
 }
 
 static long dec_slots(const cuk_attn_args *a)
 {
-    return a->head_dim == 64 ? dec_slots_d<64>() : dec_slots_d<128>();
+    return a->head_dim == 64 ? dec_slots_v<64, DEC_W, DEC_NS64>() : dec_slots_v<128, DEC_W, DEC_NS128>();
 }
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
  * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
  * exceed the counters). Otherwise the split count with the least estimated time: waves of
  * resident CTAs x (keys per CTA + a fixed per-CTA cost of about 48 keys: filling the tile
- * pipeline and the finish) + the last CTA's merge (about one key per split), splits of at least
+ * pipeline and the finish) + the last CTA's merge (about 6 keys per split), splits of at least
  * 64 keys (one tile per warp: short contexts spread over more SMs, which shortens the dependent
  * chain of tiles per warp) and at most 4 x slots CTAs in all (the work bound's cap).
- * Batch 1 at long context spreads over every SM in one wave. */
+ * Batch 1 at long context spreads over every SM in one wave. Checked against every split size by
+ * `bench_cuda_attention sweep` (H200, 2026-12-04): the plan is the fastest or within 0.6 us of it
+ * at 1 x {640, 1k, 2k, 8k, 32k}, 8 x {1k, 1088, 8k}, 64 x {1k, 2k}; the merge weight is bracketed
+ * by 1 x 1k (64-key splits 8.7 us < 128-key 9.9: weight < 8) and 1 x 2k (128-key 10.1 < 64-key
+ * 11.0: weight > 4; it was 1, which picked 64-key splits there).
+ * AIINFRA_DEC_CHUNK=c forces splits of c keys (rounded up to the alignment; measurements, tests). */
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
-    const long slots = dec_slots(a);
+    const long slots = dec_slots(a), cap = 4 * slots;
     const long full = ((long)a->max_seq_len + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
     *n_split = 1;
     *chunk = (int)full;
-    if (pairs >= slots || pairs > KATTN_DEC_COUNTERS) return;
+    if (pairs > KATTN_DEC_COUNTERS) return;
+    const long force = dec_env("AIINFRA_DEC_CHUNK", 0);
+    if (force > 0) {
+        long ch = (force + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
+        if (ch > full) ch = full;
+        const long ns = (a->max_seq_len + ch - 1) / ch;
+        if (pairs * ns <= cap) {
+            *chunk = (int)ch;
+            *n_split = (int)ns;
+            return;
+        }
+    }
+    if (pairs >= slots) return;
     long max_ns = (a->max_seq_len + 63) / 64;
-    if (max_ns > 4 * slots / pairs) max_ns = 4 * slots / pairs;
+    if (max_ns > cap / pairs) max_ns = cap / pairs;
     long best_ns = 1, best_ch = full;
     double best_cost = 0;
     for (long ns = 1; ns <= max_ns; ns++) {
@@ -490,7 +566,7 @@ static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
         ch = (ch + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
         const long real_ns = (a->max_seq_len + ch - 1) / ch;
         const long waves = (pairs * real_ns + slots - 1) / slots;
-        const double cost = (double)waves * (double)(ch + 48) + (real_ns > 1 ? (double)real_ns : 0.0);
+        const double cost = (double)waves * (double)(ch + 48) + (real_ns > 1 ? 6.0 * (double)real_ns : 0.0);
         if (ns == 1 || cost < best_cost) {
             best_cost = cost;
             best_ns = real_ns;
@@ -523,13 +599,24 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
     return KATTN_DEC_COUNTER_BYTES + (size_t)(4 * dec_slots(a)) * group * (a->head_dim + 4) * sizeof(float);
 }
 
-template <int D> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
+/* PDL trigger: early (right after the wait) or late (once the CTA has published its partial).
+ * Late when the grid is one wave that covers every SM: an early-launched next kernel then lands on
+ * the SMs the decode CTAs stream on. Llama-3-8B bf16 steps on the H200 (2026-12-04, ms per step,
+ * early -> late): batch 8 x 1k (256 CTAs, one wave) 6.755 -> 6.000; batch 1 x 640 (80 CTAs)
+ * 4.143 -> 4.154; batch 64 x 1k (512 CTAs, two waves: the early trigger fires only once the second
+ * wave has started anyway) 7.619 -> 7.645. AIINFRA_DEC_LATE=0/1 and AIINFRA_DEC_EARLY=0 (no copies
+ * before the wait) override (A/B measurements, tests). */
+template <int D, int W, int NS> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
-    const size_t sm = dec_cfg<D>::bytes;
-    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    using cfg = dec_cfg<D, W, NS>;
+    const size_t sm = cfg::bytes;
+    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, W, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
+    const long ctas = (long)ns * a->n_head_kv * a->n_seq;
+    const int early = dec_env("AIINFRA_DEC_EARLY", 1) != 0;
+    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS>()) != 0;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kattn_decode_split<D>, dim3(grid), dim3(128), sm, st, *a, ns, ch, a->work);
+    cuk_launch(kattn_decode_split<D, W, NS>, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
     return cudaGetLastError();
 }
 
@@ -537,5 +624,5 @@ cudaError_t kattn_decode_launch(cudaStream_t st, const cuk_attn_args *a)
 {
     int ns, ch;
     dec_plan(a, &ns, &ch);
-    return a->head_dim == 64 ? dec_launch<64>(st, a, ns, ch) : dec_launch<128>(st, a, ns, ch);
+    return a->head_dim == 64 ? dec_launch<64, DEC_W, DEC_NS64>(st, a, ns, ch) : dec_launch<128, DEC_W, DEC_NS128>(st, a, ns, ch);
 }
