@@ -20,6 +20,7 @@ extern "C" const gemm_version gemm_versions[] = {
     { "v10_cluster_mc", "v9 in 2-CTA clusters: B tile multicast by TMA to both CTAs, 1/3 less L2 traffic", gemm_run_v10, true },
     { "v11_streamk", "v9 + stream-K: whole waves of tiles, then the leftover k-blocks split evenly over all SMs", gemm_run_v11, true },
     { "v12_cluster_sk", "v10 + stream-K (v11's instance when M <= 128)", gemm_run_v12, true },
+    { "v13_tma_store", "v12 with C staged in swizzled smem and written by TMA stores the consumers do not wait for", gemm_run_v13, true },
 };
 extern "C" const int gemm_n_versions = (int)(sizeof gemm_versions / sizeof gemm_versions[0]);
 
