@@ -1,6 +1,19 @@
-/* gemm_streamk.cu - GEMM ladder v11 (v9 + stream-K) and v12 (v10 + stream-K): C (M, N) =
- * A (M, K) x B (K, N), bf16 in, fp32 accumulate, bf16 out; same shape rules, tile (128 x 256 x 64
- * per k-block) and shared-memory layout as v9/v10 (gemm_hopper.cu's header).
+/* gemm_streamk.cu - GEMM ladder v11 (v9 + stream-K), v12 (v10 + stream-K) and v13 (v12 with TMA
+ * stores of C): C (M, N) = A (M, K) x B (K, N), bf16 in, fp32 accumulate, bf16 out; same shape
+ * rules, tile (128 x 256 x 64 per k-block) and shared-memory layout as v9/v10 (gemm_hopper.cu's header).
+ *
+ * v13 (measured 2026-12-04, second session, H200, cuBLASLt in the same runs): at 8192^3 790-812
+ * TFLOP/s = 0.979-1.007 of cuBLASLt over 5 runs (v12 691-774 = 0.86-0.96 in the same runs); 4096^3
+ * 0.98, 4096 x 14336 x 4096 0.96-0.97, 4096 x 4096 x 14336 0.97 (v12 0.87-0.95). Two changes:
+ *  1. the epilogue (store_acc_tma): v12's consumers wrote C with 64 4-byte st.global per thread and
+ *     issued no wgmma until they were done; v13 stages each 64 x 64 chunk in swizzled shared memory
+ *     (conflict-free st.shared) and one thread hands it to a TMA store; nobody waits for the store,
+ *     so the next tile's wgmmas start at once and C leaves in full lines. 32 KiB more shared memory
+ *     (2 chunk buffers per consumer warpgroup: 225 KiB in all).
+ *  2. groups of 8 tile pairs (16 tile rows) in the grouped order instead of 4: the 66 pairs in flight
+ *     then span ~2048 rows of A x ~2112 columns of B (v12: 1024 x 4224), the squarest footprint, so
+ *     fewer bytes per FLOP come from HBM. Measured alone at 8192^3 (one run each): v12 with 8-pair
+ *     groups 774 against 708 / 744 with 4; v13 with 4-pair groups 774-794, with 8 790-812.
  *
  * WHY (measured round 1, H200): v9 reached 0.93x of cuBLASLt at 8192^3 and fell to 0.24..0.73x at
  * M <= 512. Both losses are scheduling, not the mainloop:

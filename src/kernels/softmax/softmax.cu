@@ -21,7 +21,9 @@
  *      through distributed shared memory)
  *   v9 v8 with "cache streaming" loads and stores (ld.global.cs / st.global.cs, evict-first): the
  *      matrix passes through the 50 MB L2 once, so its lines need not displace each other on the
- *      way (same kernel, template flag CS)
+ *      way (same kernel, template flag CS). Measured 2026-12-04 (second session), H200, one run,
+ *      copy 4,206 GB/s, v8 in the same run: fp32 97.8 / 96.9 / 91.3% of copy at 1k / 4k / 32k
+ *      columns (v8 96.2 / 94.4 / 89.7%), bf16 94.1 / 93.7 / 87.3% (v8 90.6 / 90.6 / 84.1%)
  *
  * Invariants: 1. the exponent is always exp(x - m) with m >= x for every element it is applied to, so
  * it never overflows; the online merge uses exp(m_old - m_new) <= 1. 2. every version handles any
