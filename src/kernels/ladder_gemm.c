@@ -20,6 +20,10 @@
  * Skip rule (full runs, v1..v3 only): a version gets no row on a shape when one call would take
  * more than 50 ms, predicted from its best rate on earlier (smaller) shapes, or measured on the
  * untimed correctness call. Versions that do not accept a shape (gemm_version_accepts) get no row.
+ *
+ * To spend less GPU time (full runs only), two environment variables narrow the run:
+ *   GEMM_LADDER_SHAPES="8192x8192x8192,4096x14336x4096"  only these of the full shapes
+ *   GEMM_LADDER_FROM=9                                    only versions v9 and later
  */
 #include <cublasLt.h>
 #include <math.h>
@@ -201,7 +205,9 @@ static ai_status gemm_shape(ladder_ctx *c, int M, int N, int K, gemm_bufs *b, do
     if (st != AI_OK) return ai_err_prefix(err, "gemm %s cuBLASLt", shape);
     if (!c->o->small && M == 8192 && N == 8192 && K == 8192) c->rep->gemm_gflops = flops / (lt_ms * 1e-3) / 1e9;
 
-    for (int v = 0; v < gemm_n_versions; v++) {
+    const char *from = c->o->small ? NULL : getenv("GEMM_LADDER_FROM");
+    const int first = from ? atoi(from) - 1 : 0;
+    for (int v = first > 0 ? first : 0; v < gemm_n_versions; v++) {
         const gemm_version *gv = &gemm_versions[v];
         if (!gemm_version_accepts(gv, b->dA, b->dB, b->dC, M, N, K)) continue;
         const bool skippable = !c->o->small && v < GEMM_SLOW_VERSIONS;
@@ -259,6 +265,21 @@ ai_status ladder_gemm(ladder_ctx *c, ai_err *err)
         for (int i = 0; i < 5; i++)
             for (int j = 0; j < 2; j++) shapes[ns++] = (gemm_shape_t){ ms[i], kn[j][1], kn[j][0] };
         qsort(shapes, (size_t)ns, sizeof *shapes, cmp_flops);
+        const char *only = getenv("GEMM_LADDER_SHAPES");
+        if (only) { /* keep the listed ones, in FLOP order */
+            int kept = 0;
+            for (int i = 0; i < ns; i++) {
+                char name[48];
+                snprintf(name, sizeof name, "%dx%dx%d", shapes[i].M, shapes[i].N, shapes[i].K);
+                const size_t len = strlen(name);
+                for (const char *q = strstr(only, name); q; q = strstr(q + 1, name))
+                    if ((q == only || q[-1] == ',') && (q[len] == ',' || q[len] == 0)) {
+                        shapes[kept++] = shapes[i];
+                        break;
+                    }
+            }
+            ns = kept;
+        }
     }
     size_t maxA = 0, maxB = 0, maxC = 0;
     for (int i = 0; i < ns; i++) {

@@ -3,7 +3,8 @@
  *   gemm_mma.cu     v7      tensor cores through mma.sync m16n8k16 (Ampere-style, runs on Hopper)
  *   gemm_hopper.cu  v8, v9  wgmma + TMA + mbarrier pipelines (sm_90a only)
  *   gemm_cluster.cu v10     v9 in 2-CTA clusters with TMA multicast of B
- *   gemm_streamk.cu v11, v12 v9 / v10 with a stream-K schedule (tail wave, small M)
+ *   gemm_streamk.cu v11, v12 v9 / v10 with a stream-K schedule (tail wave, small M);
+ *                   v13 v12 with C written by TMA stores from shared memory
  * Every step's kernel comment says what changes and why it should be faster than the one before. */
 #include "kernels/gemm/gemm_internal.cuh"
 
@@ -20,12 +21,13 @@ extern "C" const gemm_version gemm_versions[] = {
     { "v10_cluster_mc", "v9 in 2-CTA clusters: B tile multicast by TMA to both CTAs, 1/3 less L2 traffic", gemm_run_v10, true },
     { "v11_streamk", "v9 + stream-K: whole waves of tiles, then the leftover k-blocks split evenly over all SMs", gemm_run_v11, true },
     { "v12_cluster_sk", "v10 + stream-K (v11's instance when M <= 128)", gemm_run_v12, true },
+    { "v13_tma_store", "v12 + C staged in swizzled smem, written by TMA stores nobody waits for; 8-pair tile groups", gemm_run_v13, true },
 };
 extern "C" const int gemm_n_versions = (int)(sizeof gemm_versions / sizeof gemm_versions[0]);
 
 extern "C" size_t gemm_work_size(int M, int N, int K)
 {
-    return gemm_streamk_work_size(M, N, K); /* only v11/v12 use scratch */
+    return gemm_streamk_work_size(M, N, K); /* only v11..v13 use scratch */
 }
 
 extern "C" bool gemm_version_accepts(const gemm_version *v, const void *A, const void *B, const void *C, int M, int N,

@@ -6,12 +6,12 @@
  * (tests/unit/test_cuda_ladder_gemm.c) run them all alike:
  *   fn(stream, A, B, C, M, N, K, work, work_size) -> 0 (cudaSuccess) or a cudaError_t value
  *     stream  a cudaStream_t (void * so this header needs no CUDA include)
- *     work    device scratch of gemm_work_size(M, N, K) bytes (only the stream-K versions v11, v12
+ *     work    device scratch of gemm_work_size(M, N, K) bytes (only the stream-K versions v11..v13
  *             use it: partial tiles and counters; the others ignore it). Its contents need no
  *             initialisation and are garbage afterwards; one call at a time per buffer.
  * Invariants: 1. M, N, K >= 1, A, B, C non-NULL, C distinct from A and B; otherwise
  * cudaErrorInvalidValue and nothing is launched; so is a work buffer smaller than gemm_work_size
- * (stream-K versions). 2. Versions with `align8` set (v4..v12: 16-byte
+ * (stream-K versions). 2. Versions with `align8` set (v4..v13: 16-byte
  * vector loads, cp.async, TMA) also need K % 8 == 0, N % 8 == 0 and A, B, C 16-byte aligned (every
  * row then starts on a 16-byte boundary); they refuse other shapes the same way. M, N, K need not
  * be multiples of any tile in any version. 3. Every version is asynchronous on the stream, writes

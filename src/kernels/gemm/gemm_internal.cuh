@@ -48,6 +48,7 @@ int gemm_run_v9(GEMM_RUN_ARGS);
 int gemm_run_v10(GEMM_RUN_ARGS);
 int gemm_run_v11(GEMM_RUN_ARGS);
 int gemm_run_v12(GEMM_RUN_ARGS);
-size_t gemm_streamk_work_size(int M, int N, int K); /* v11/v12's scratch (gemm_streamk.cu) */
+int gemm_run_v13(GEMM_RUN_ARGS);
+size_t gemm_streamk_work_size(int M, int N, int K); /* v11..v13's scratch (gemm_streamk.cu) */
 
 #endif
