@@ -241,7 +241,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->p = d;
     /* AUTO: measured on the H200 at batch 1 (docs/gpu.md): with bf16 weights every fusion loses (the
      * float GEMV is at ~96% of copy bandwidth alone, and a prologue costs more than the separate
-     * kernel it saves); with q4_0 all three win (norm + add 481-484 tok/s, all 500-503, 2026-12-04:
+     * kernel it saves); with q4_0 all three win (norm + add 481-484 tok/s, all 499-503, 2026-12-04:
      * the CUDA backend runs a quantized down product's SwiGLU as a small rounding kernel ahead of
      * the dp4a GEMV, k_gemv.h cuk_gemv_ex_work). Above the GEMV sizes every fusion
      * saves bytes: the GEMM's prologue writes its 16-bit input in place of an f32 copy + rounding,

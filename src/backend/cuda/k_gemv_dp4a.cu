@@ -91,10 +91,11 @@
  * SwiGLU prologue fused 19.53, split (quantize kernel + FUSE_XQ GEMV) 15.93; n_tok 4: 24.75 / 31.41 /
  * 18.68. The norm split loses (qkv 10.69 vs 8.62 fused, gate|up 20.83 vs 20.19): the extra kernel
  * boundary (~3 us) costs more than the n_in 4096 prologue. Whole step (`aiinfra bench --arch llama3-8b
- * --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128`, two runs each): fuse norm,add
- * 480.8 / 484.1 tok/s (2.079 / 2.065 ms per step), with the split SwiGLU (now the default) 502.9 /
- * 500.3 (1.988 / 1.999 ms), norm split as well 474.7; bf16 unchanged (239.9 tok/s). q4_1 behaves the
- * same (down 19.29 -> 16.51 us).
+ * --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128`, two GPU runs): fuse norm,add
+ * 480.8 / 484.1 / 481.0 tok/s (2.079 / 2.065 / 2.077 ms per step), with the split SwiGLU (now the
+ * default) 502.9 / 500.3 / 499.0 / 499.3 (1.988 / 1.999 / 2.003 / 2.002 ms; 0.51 of the bandwidth
+ * bound), norm split as well 474.7; bf16 unchanged (239.9 / 238.0 tok/s). q4_1 behaves the same
+ * (down 19.29 -> 16.51 us).
  *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
