@@ -1,6 +1,7 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse]   (only the fusion table, the quantized table, both)
+ *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step]   (only the fusion table, the quantized table,
+ *                                                             both, the step table: bench_step)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -206,6 +207,151 @@ static void bench_quant(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
     }
 }
 
+/* The batch-1 step's quantized products as the decode step runs them ("step" table): one sequence
+ * per call, timed like time_fusion (a graph of N calls over N weight copies). */
+enum {
+    SQ_PLAIN,     /* cuk_gemv, f32 x */
+    SQ_XQ,        /* cuk_gemv_dp4a_xq alone, x rounded beforehand (the prologue's cost = PLAIN - XQ) */
+    SQ_NORM,      /* cuk_gemv_ex norm prologue (qkv, gate|up, output) */
+    SQ_ADD,       /* cuk_gemv_ex accumulate (wo) */
+    SQ_SW_ROWS,   /* cuk_swiglu_rows + cuk_gemv_ex accumulate (down, fuse norm,add) */
+    SQ_SW_FUSED,  /* cuk_gemv_ex swiglu prologue + accumulate (down, one kernel) */
+    SQ_SW_SPLIT,  /* cuk_gemv_ex_work swiglu + accumulate (down: cuk_gemv_dp4a_quantize + cuk_gemv_dp4a_xq) */
+    SQ_NORM_SPLIT, /* cuk_gemv_dp4a_quantize with the norm + cuk_gemv_dp4a_xq (qkv, gate|up, output) */
+};
+
+static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int how, int reps)
+{
+    const size_t wb = cuk_weight_bytes(t, n_out, n_in);
+    int copies = (int)(((size_t)512 << 20) / wb) + 1;
+    if (copies < 2) copies = 2;
+    if (copies > 64) copies = 64;
+    cuk_weight *w = calloc((size_t)copies, sizeof *w);
+    for (int i = 0; i < copies; i++) {
+        w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
+        CK(cudaMalloc(&w[i].data, wb));
+        AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
+    }
+    const int sw = how == SQ_SW_ROWS || how == SQ_SW_FUSED || how == SQ_SW_SPLIT;
+    const int64_t xw = sw ? 2 * n_in : n_in;
+    float *x, *xin, *nw, *y;
+    void *work;
+    const size_t ws = cuk_gemv_dp4a_xq_bytes(n_in, n_tok) + cuk_gemv_work_size(&w[0], n_tok) + 16;
+    CK(cudaMalloc((void **)&x, (size_t)n_tok * xw * sizeof(float)));
+    CK(cudaMalloc((void **)&xin, (size_t)n_tok * n_in * sizeof(float)));
+    CK(cudaMalloc((void **)&nw, (size_t)n_in * sizeof(float)));
+    CK(cudaMalloc((void **)&y, (size_t)n_tok * n_out * sizeof(float)));
+    CK(cudaMalloc(&work, ws));
+    cuk_weight xr = {.type = DTYPE_F32, .n_out = n_tok, .n_in = xw, .data = x};
+    AI(cuk_weight_fill_random(s, &xr, 7, 1.0f, &err));
+    cuk_weight nr = {.type = DTYPE_F32, .n_out = 1, .n_in = n_in, .data = nw};
+    AI(cuk_weight_fill_random(s, &nr, 8, 1.0f, &err));
+    CK(cudaMemsetAsync(y, 0, (size_t)n_tok * n_out * sizeof(float), s));
+    if (how == SQ_XQ) AI(cuk_gemv_dp4a_quantize(s, t, x, n_tok, n_in, NULL, work, &err));
+    const cuk_mm_opts on = {.norm_w = nw, .eps = 1e-5f}, oa = {.accumulate = true},
+                      osw = {.swiglu_in = true, .accumulate = true};
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
+        if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < (pass ? copies : 1); i++) {
+            switch (how) {
+            case SQ_PLAIN: AI(cuk_gemv(s, &w[i], x, n_tok, y, &err)); break;
+            case SQ_XQ: AI(cuk_gemv_dp4a_xq(s, &w[i], work, n_tok, y, NULL, &err)); break;
+            case SQ_NORM_SPLIT:
+                AI(cuk_gemv_dp4a_quantize(s, t, x, n_tok, n_in, &on, work, &err));
+                AI(cuk_gemv_dp4a_xq(s, &w[i], work, n_tok, y, &on, &err));
+                break;
+            case SQ_NORM: AI(cuk_gemv_ex(s, &w[i], x, n_tok, y, &on, &err)); break;
+            case SQ_ADD: AI(cuk_gemv_ex(s, &w[i], x, n_tok, y, &oa, &err)); break;
+            case SQ_SW_ROWS:
+                AI(cuk_swiglu_rows(s, xin, x, n_tok, (int32_t)n_in, &err));
+                AI(cuk_gemv_ex(s, &w[i], xin, n_tok, y, &oa, &err));
+                break;
+            case SQ_SW_FUSED: AI(cuk_gemv_ex(s, &w[i], x, n_tok, y, &osw, &err)); break;
+            default: AI(cuk_gemv_ex_work(s, &w[i], x, n_tok, y, &osw, work, ws, &err)); break;
+            }
+        }
+        if (!pass) CK(cudaStreamSynchronize(s));
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const double ms = time_graph(ge, s, reps) / copies;
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
+    free(w);
+    cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(work);
+    return ms;
+}
+
+/* The "step" table: q4_0 (and q4_1) n_tok 1 and 4, each product of a Llama-3-8B layer as the decode step
+ * runs it with fuse norm,add (the default before 2026-12-04's second session) and with the SwiGLU
+ * split (cuk_gemv_ex_work), the plain and pre-rounded-x GEMVs per shape (the x prologue's cost), then
+ * the q4_0 n_tok 1 tuning variants on the n_in 4096 shapes. */
+static void bench_step(cudaStream_t s, int reps, double copy)
+{
+    static const struct { const char *name; int64_t n_out, n_in; } sh[] = {
+        {"wo", 4096, 4096},       {"wk", 1024, 4096},    {"qkv", 6144, 4096},
+        {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"output", 128256, 4096},
+    };
+    enum { NS = sizeof sh / sizeof *sh };
+    static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1};
+    static const int toks[] = {1, 4};
+    for (int di = 0; di < 2; di++)
+        for (int ti = 0; ti < 2; ti++) {
+            const dtype t = types[di];
+            const int nt = toks[ti];
+            printf("%s n_tok %d: us per call (%% of copy)\n%-22s", dtype_name(t), nt, "");
+            for (int si = 0; si < NS; si++) printf(" %17s", sh[si].name);
+            printf("\n");
+            static const struct { const char *name; int how; } rows[] = {{"plain f32 x", SQ_PLAIN}, {"pre-rounded x (xq)", SQ_XQ}};
+            for (int ri = 0; ri < 2; ri++) {
+                printf("%-22s", rows[ri].name);
+                for (int si = 0; si < NS; si++) {
+                    const double ms = time_seq(s, t, sh[si].n_out, sh[si].n_in, nt, rows[ri].how, reps);
+                    const double bytes = (double)cuk_weight_bytes(t, sh[si].n_out, sh[si].n_in);
+                    printf(" %8.2f (%5.1f%%)", ms * 1e3, 100.0 * bytes / (ms * 1e-3) / copy);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+            /* the step's sequence per layer */
+            const double qkv = time_seq(s, t, 6144, 4096, nt, SQ_NORM, reps), wo = time_seq(s, t, 4096, 4096, nt, SQ_ADD, reps),
+                         gu = time_seq(s, t, 28672, 4096, nt, SQ_NORM, reps),
+                         d_rows = time_seq(s, t, 4096, 14336, nt, SQ_SW_ROWS, reps),
+                         d_fused = time_seq(s, t, 4096, 14336, nt, SQ_SW_FUSED, reps),
+                         d_split = time_seq(s, t, 4096, 14336, nt, SQ_SW_SPLIT, reps),
+                         out = time_seq(s, t, 128256, 4096, nt, SQ_NORM, reps),
+                         qkv_s = time_seq(s, t, 6144, 4096, nt, SQ_NORM_SPLIT, reps),
+                         gu_s = time_seq(s, t, 28672, 4096, nt, SQ_NORM_SPLIT, reps),
+                         out_s = time_seq(s, t, 128256, 4096, nt, SQ_NORM_SPLIT, reps);
+            printf("norm split (quantize + xq gemv): qkv %.2f, gate_up %.2f, output %.2f us -> step %+.3f ms\n",
+                   qkv_s * 1e3, gu_s * 1e3, out_s * 1e3, 32 * (qkv_s - qkv + gu_s - gu) + out_s - out);
+            printf("as the step runs them: qkv+norm %.2f, wo+add %.2f, gate_up+norm %.2f, output+norm %.2f us;\n"
+                   "  down: swiglu_rows + gemv+add %.2f, one kernel (swiglu prologue) %.2f, split (quantize + xq gemv) "
+                   "%.2f us\n  layer with swiglu_rows %.2f, split %.2f us -> step GEMVs %.3f -> %.3f ms (%+.3f)\n\n",
+                   qkv * 1e3, wo * 1e3, gu * 1e3, out * 1e3, d_rows * 1e3, d_fused * 1e3, d_split * 1e3,
+                   (qkv + wo + gu + d_rows) * 1e3, (qkv + wo + gu + d_split) * 1e3, 32 * (qkv + wo + gu + d_rows) + out,
+                   32 * (qkv + wo + gu + d_split) + out, 32 * (d_split - d_rows));
+            fflush(stdout);
+        }
+    printf("q4_0 n_tok 1 variants: us (%% of copy)\n");
+    for (int v = 0; v < CUK_GEMV_VARIANTS - 1; v++) {
+        printf("%-10s", "");
+        const char *name = "";
+        for (int si = 0; si < NS; si++) {
+            if (si == 5) continue; /* output: large enough for any variant */
+            const double ms = time_config(s, DTYPE_Q4_0, sh[si].n_out, sh[si].n_in, 1, 2 + v, NULL, reps);
+            name = variant_name;
+            printf(" %s %6.2f (%5.1f%%)", sh[si].name, ms * 1e3,
+                   100.0 * (double)cuk_weight_bytes(DTYPE_Q4_0, sh[si].n_out, sh[si].n_in) / (ms * 1e-3) / copy);
+        }
+        printf("  %s\n", name);
+        fflush(stdout);
+    }
+}
+
 /* The fusion table (header). */
 static void bench_fusions(cudaStream_t s, int reps)
 {
@@ -244,6 +390,12 @@ int main(int argc, char **argv)
     AI(cuk_gemm_init(&gemm, &err));
     const double copy = copy_bandwidth(s, reps);
     printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
+    if (argc > 2 && strcmp(argv[2], "step") == 0) {
+        bench_step(s, reps, copy);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
     if (argc > 2 && (strcmp(argv[2], "fuse") == 0 || strcmp(argv[2], "q") == 0 || strcmp(argv[2], "qfuse") == 0)) {
         if (argv[2][0] == 'q') bench_quant(s, gemm, reps, copy); /* the quantized table */
         if (strcmp(argv[2], "q") != 0) bench_fusions(s, reps); /* the fusion table */

@@ -241,14 +241,16 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->p = d;
     /* AUTO: measured on the H200 at batch 1 (docs/gpu.md): with bf16 weights every fusion loses (the
      * float GEMV is at ~96% of copy bandwidth alone, and a prologue costs more than the separate
-     * kernel it saves); with q4_0 norm + add win, swiglu loses. Above the GEMV sizes every fusion
+     * kernel it saves); with q4_0 all three win (norm + add 481-484 tok/s, all 499-503, 2026-12-04:
+     * the CUDA backend runs a quantized down product's SwiGLU as a small rounding kernel ahead of
+     * the dp4a GEMV, k_gemv.h cuk_gemv_ex_work). Above the GEMV sizes every fusion
      * saves bytes: the GEMM's prologue writes its 16-bit input in place of an f32 copy + rounding,
      * and the residual add is the GEMM's beta = 1. */
     const dtype wt = m ? m->layers[0].wq.type : rnd->type;
     if (d.fuse & RUNNER_FUSE_EXACT) {
         r->fuse = r->fuse_big = d.fuse & ~RUNNER_FUSE_EXACT;
     } else {
-        r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_ADD : 0;
+        r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;

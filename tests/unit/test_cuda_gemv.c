@@ -29,7 +29,9 @@
  *    against the int8-x reference built from the input the kernel rounds (x * norm_w, or silu(g) * u;
  *    the norm's 1 / rms applied after): 1e-4 for the norm; 1e-3 sqrt(4096 / n_in) for swiglu, whose
  *    device expf may differ from the host's by an ulp and flip an int8 rounding (one flip is ~3e-4 at
- *    n_in 4096, relatively more on short rows: 1.3e-3 was seen at n_in 512). When
+ *    n_in 4096, relatively more on short rows: 1.3e-3 was seen at n_in 512). The split prologue
+ *    (cuk_gemv_dp4a_quantize + cuk_gemv_dp4a_xq, directly and through cuk_gemv_ex_work with poisoned
+ *    scratch) gets the same checks: its rounding kernel does the fused prologue's float ops. When
  *    accumulating, y is preset to random y0 and y - y0 is compared with the product, so a kernel that
  *    overwrites y (or adds twice) fails.
  * Outputs are poisoned (NaN) before each call. Seeds are fresh per run (printed; set
@@ -472,8 +474,14 @@ static void fused_input(const float *x, int64_t n_tok, int64_t n_in, int mode, c
     }
 }
 
-/* One fused call: path < 0 = cuk_matmul_ex (cuk_gemv's pick up to 16 tokens, cuBLASLt above), else
- * cuk_gemv_path_ex(path). Fails the test past the tolerances of the header. */
+/* Paths of check_fused beyond cuk_gemv_path_ex's: the backend's decode call with scratch
+ * (cuk_gemv_ex_work: a dp4a prologue split into its own kernel, as CUK_GEMV_SPLIT_DEFAULT or
+ * AIINFRA_GEMV_SPLIT says), and the split's two kernels called directly (cuk_gemv_dp4a_quantize +
+ * cuk_gemv_dp4a_xq; quantized weights, every prologue). */
+enum { P_WORK = 5, P_XQ = 6 };
+
+/* One fused call: path < 0 = cuk_matmul_ex (cuk_gemv's pick up to 16 tokens, cuBLASLt above), P_WORK /
+ * P_XQ above, else cuk_gemv_path_ex(path). Fails the test past the tolerances of the header. */
 static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path, cuk_gemm *gemm, uint64_t *rng)
 {
     const dtype t = tw->w.type;
@@ -503,6 +511,19 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
         st = cuk_matmul_ex(gemm, NULL, &tw->w, dx, n_tok, dy, &o, work, ws, &err);
         CUDA_OK(cudaDeviceSynchronize());
         cudaFree(work);
+    } else if (path == P_WORK || path == P_XQ) {
+        /* scratch poisoned (0xFF: NaN scales) and one token larger than needed */
+        const size_t ws = path == P_XQ ? cuk_gemv_dp4a_xq_bytes(n_in, (int32_t)n_tok + 1)
+                                       : cuk_gemv_work_size(&tw->w, (int32_t)n_tok + 1);
+        void *work = ws ? cuda_test_dup(NULL, ws) : NULL;
+        if (path == P_WORK) {
+            st = cuk_gemv_ex_work(NULL, &tw->w, dx, (int32_t)n_tok, dy, &o, work, ws, &err);
+        } else {
+            st = cuk_gemv_dp4a_quantize(NULL, t, dx, (int32_t)n_tok, n_in, &o, work, &err);
+            if (st == AI_OK) st = cuk_gemv_dp4a_xq(NULL, &tw->w, work, (int32_t)n_tok, dy, &o, &err);
+        }
+        CUDA_OK(cudaDeviceSynchronize());
+        cudaFree(work);
     } else {
         st = cuk_gemv_path_ex(NULL, &tw->w, dx, (int32_t)n_tok, dy, path, &o, &err);
     }
@@ -513,7 +534,8 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
 
     const bool gemv = n_tok <= CUK_GEMV_MAX_TOK;
     const int dq = gemv && is_quant(t) &&
-                   (path == 4 || (path <= 0 && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
+                   (path == 4 || path == P_XQ ||
+                    ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
                                   (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
     const double tol = t == DTYPE_F32 ? 1e-5 : (dq || !gemv) ? 1e-2 : 1e-4;
     const double e = cuda_test_rel_err(y, ref, ny);
@@ -571,6 +593,9 @@ static void test_matmul_fused(void **state)
                     check_fused(&tw, toks[k], modes[mi], 1, NULL, &rng);
                     if (t == DTYPE_BF16 && shapes[si][1] % 32 == 0) check_fused(&tw, toks[k], modes[mi], 2, NULL, &rng);
                     if (is_quant(t)) check_fused(&tw, toks[k], modes[mi], 4, NULL, &rng);
+                    /* the backend's decode call (every dtype: falls back to cuk_gemv_ex); the split's kernels */
+                    check_fused(&tw, toks[k], modes[mi], P_WORK, NULL, &rng);
+                    if (is_quant(t)) check_fused(&tw, toks[k], modes[mi], P_XQ, NULL, &rng);
                 }
             }
             weight_free(&tw);

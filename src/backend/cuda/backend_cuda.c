@@ -2,7 +2,8 @@
  * .cu files beside it, declared in cuda_kernels.h).
  *
  * Everything runs in order on one stream. Memory is cudaMalloc'd at set-up only; the matmul scratch
- * (bf16 activations, dequantized tiles, the cuBLASLt workspace) is one buffer sized by the largest
+ * (bf16 activations, dequantized tiles, the cuBLASLt workspace; at decode sizes the quantized down
+ * product's int8-rounded SwiGLU input, k_gemv.h cuk_gemv_ex_work) is one buffer sized by the largest
  * matmul_reserve. Decode steps arrive through `run` with a key: the first time a key is seen the
  * step runs eagerly (kernels load, cuBLASLt picks its algorithms), the second time it is captured
  * into a CUDA graph and every later step with that key is one cudaGraphLaunch. A captured graph
@@ -18,6 +19,7 @@
 #include "aiinfra/backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/k_gemv.h"
 
 #define MAX_GRAPHS 64
 
@@ -179,7 +181,8 @@ static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const in
 static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err)
 {
     cuda_be *b = ctx;
-    size_t need = cuk_matmul_work_size(w, max_tok);
+    size_t need = cuk_matmul_work_size(w, max_tok), gemv = cuk_gemv_work_size(w, max_tok);
+    if (gemv > need) need = gemv;
     if (need <= b->mm_work_size) return AI_OK;
     if (b->mm_work) cudaFree(b->mm_work);
     b->mm_work = NULL;
@@ -197,6 +200,8 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                               const backend_mm_opts *opts, ai_err *err)
 {
     cuda_be *b = ctx;
+    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
+        return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }

@@ -664,6 +664,44 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
     return AI_OK;
 }
 
+/* Whether cuk_gemv_path_ex(path 0) sends this call to the dp4a kernel (quantized, 16-byte aligned, x fits). */
+static bool dq_pick(const cuk_weight *w, const float *x, int32_t n_tok)
+{
+    const bool quant = w->type == DTYPE_Q8_0 || w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1;
+    return quant && w->n_in % 32 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0 &&
+           cuk_gemv_dp4a_max_tok(w->n_in) > 0 && (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK);
+}
+
+extern "C" size_t cuk_gemv_work_size(const cuk_weight *w, int32_t max_tok)
+{
+    if (!w || max_tok < 1) return 0;
+    if (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) return 0;
+    return cuk_gemv_dp4a_xq_bytes(w->n_in, max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK);
+}
+
+static int split_mask(void)
+{
+    const char *e = getenv("AIINFRA_GEMV_SPLIT");
+    return e && *e ? atoi(e) : CUK_GEMV_SPLIT_DEFAULT;
+}
+
+extern "C" ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                      const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
+{
+    /* a fused prologue makes each of the dp4a kernel's ~264-396 CTAs read and round all of x (the
+     * down product: two rows of 14336 floats and 14336 expf); split, one small kernel does it once
+     * and the CTAs copy the int8 result (header of k_gemv_dp4a.cu) */
+    const int want = !o ? 0 : o->swiglu_in ? CUK_GEMV_SPLIT_SWIGLU : o->norm_w ? CUK_GEMV_SPLIT_NORM : 0;
+    if (want && (split_mask() & want) && !(o->swiglu_in && o->norm_w) && w && w->data && x && n_tok >= 1 &&
+        n_tok <= CUK_GEMV_MAX_TOK && dq_pick(w, x, n_tok) && work && (uintptr_t)work % 16 == 0 &&
+        work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) {
+        ai_status st = cuk_gemv_dp4a_quantize(s, w->type, x, n_tok, w->n_in, o, work, err);
+        if (st != AI_OK) return st;
+        return cuk_gemv_dp4a_xq(s, w, work, n_tok, y, o, err);
+    }
+    return cuk_gemv_ex(s, w, x, n_tok, y, o, err);
+}
+
 extern "C" ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
 {
     return cuk_gemv_path(s, w, x, n_tok, y, 0, err);
@@ -708,8 +746,7 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
      * CUK_GEMV_Q8_DP4A_MIN_TOK tokens, where the float-decoding kernels stay ahead (k_gemv.h). With the
      * L2 prefetch of each warp's first rows before cuk_pdl_wait ("dq early"): q4_0 n_tok 1 wo 4.99 vs
      * 5.45 us, down 14.83 vs 15.22, the other shapes within 1% (H200, 2026-12-04, one run). */
-    const bool dq_default = quant && vec && cuk_gemv_dp4a_max_tok(w->n_in) > 0 &&
-                            (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK);
+    const bool dq_default = dq_pick(w, x, n_tok);
     if (path == 4 || (path == 0 && dq_default)) return cuk_gemv_dp4a_ex(s, w, x, n_tok, y, 0, 0, 1, o, err);
     if (path == 2 || (path == 0 && mma_ok && n_tok >= CUK_GEMV_MMA_MIN_TOK))
         return cuk_gemv_bf16_mma(s, w, x, n_tok, y, o, err);

@@ -45,6 +45,29 @@ ai_status cuk_gemv_dp4a(cuk_stream s, const cuk_weight *w, const float *x, int32
  * is scale-invariant). */
 ai_status cuk_gemv_dp4a_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int rows,
                            int unroll, int early, const cuk_mm_opts *o, ai_err *err);
+/* The dp4a kernel's x rounding as a kernel of its own (k_gemv_dp4a.cu): cuk_gemv_dp4a_quantize rounds
+ * the fused input of o (NULL: x rows; o->swiglu_in: silu(g) * u of gate|up rows 2 n_in wide;
+ * o->norm_w: x * norm_w, keeping the sum of x^2 for the 1 / rms) to int8 per 32-block, for weights of
+ * type t (q8_0 / q4_0 / q4_1), into xq: cuk_gemv_dp4a_xq_bytes(n_in, n_tok) bytes in the dp4a kernel's
+ * shared-memory layout. cuk_gemv_dp4a_xq runs the dp4a GEMV on it: each CTA copies x into shared
+ * memory instead of rounding it; o->norm_w (not read, but non-NULL) and o->eps: scale by 1 / rms as
+ * the norm prologue does; o->accumulate: y +=. x, xq, norm_w 16-byte aligned. */
+size_t cuk_gemv_dp4a_xq_bytes(int64_t n_in, int32_t n_tok);
+ai_status cuk_gemv_dp4a_quantize(cuk_stream s, dtype t, const float *x, int32_t n_tok, int64_t n_in,
+                                 const cuk_mm_opts *o, void *xq, ai_err *err);
+ai_status cuk_gemv_dp4a_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
+                           const cuk_mm_opts *o, ai_err *err);
+/* cuk_gemv_ex with scratch (work, >= cuk_gemv_work_size(w, n_tok) bytes, 16-byte aligned; NULL = none):
+ * where cuk_gemv_ex would run the dp4a kernel with a prologue in CUK_GEMV_SPLIT_DEFAULT (or
+ * AIINFRA_GEMV_SPLIT, for A/B runs: bit 1 = SwiGLU, 2 = norm), it runs cuk_gemv_dp4a_quantize into work
+ * and cuk_gemv_dp4a_xq instead (two launches: the fused prologue rounds x in every CTA).
+ * Otherwise, or without enough work, exactly cuk_gemv_ex. The CUDA backend's decode path. */
+#define CUK_GEMV_SPLIT_SWIGLU 1
+#define CUK_GEMV_SPLIT_NORM 2
+#define CUK_GEMV_SPLIT_DEFAULT CUK_GEMV_SPLIT_SWIGLU
+size_t cuk_gemv_work_size(const cuk_weight *w, int32_t max_tok);
+ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                           const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);

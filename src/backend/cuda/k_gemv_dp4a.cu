@@ -13,9 +13,17 @@
  *    s = -8 d sum(q) for q4_0 (the -8 offset of the nibbles folded in), s = sum(x) (float, exact x)
  *    for q4_1 (the m term), unused for q8_0. The CPU backend rounds activations the same way
  *    (llama.cpp does too); the added error is ~|x|/254 per element, ~3e-3 relative on a dot product.
- *  - Shared layout per token: q4: the int8 x of block b's elements 0..15 at [b * 16] and 16..31 at
- *    [n_in / 2 + b * 16], so lanes reading consecutive blocks read consecutive 16-byte words (no
- *    bank conflicts); q8: x as is (a q8 chunk is half a block, 16 values).
+ *  - Shared layout per token (tok_bytes = 1.5 n_in bytes, token t at t tok_bytes): the n_in / 32
+ *    float4 {d, s, sum x, sum x^2 (FUSE_NORM)} of its blocks, then its int8 x: q4: block b's elements
+ *    0..15 at [b * 16] and 16..31 at [n_in / 2 + b * 16], so lanes reading consecutive blocks read
+ *    consecutive 16-byte words (no bank conflicts); q8: x as is (a q8 chunk is half a block, 16 values).
+ *  - Split prologue (FUSE_XQ / FUSE_XQ_NORM, since 2026-12-04): cuk_gemv_dp4a_quantize rounds x once,
+ *    in a kernel of its own (one 8-element item per thread, the same float ops), into global memory in
+ *    exactly that layout; each GEMV CTA then copies its tokens with 16-byte cp.async (one L2 round
+ *    trip) instead of loading f32 x and rounding it. The fused prologue repeats that work in every
+ *    CTA: the down product (n_in 14336) has 264, each reading 2 x 57 KB of gate|up floats, 4 rounds
+ *    of loads per thread, and 14336 expf. The CUDA backend splits the SwiGLU prologue this way
+ *    (k_gemv.h cuk_gemv_ex_work); the norm prologue stays fused (split, it measured slower: below).
  *  - A warp owns R consecutive rows and walks them: lane c takes 16-byte chunks c, c + 32, ...
  *    (512 contiguous bytes per warp load, evict-first), U x R loads in flight per lane. Nibbles
  *    (byte j = element j low, j + 16 high) are masked into bytes, dp4a with the int8 x gives int32
@@ -74,6 +82,21 @@
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
  *
+ * Measured 2026-12-04, second session (H200, `bench_cuda_gemv 20 step`, copy 4.238 TB/s), q4_0 n_tok 1,
+ * us (% of copy, weight bytes only), wo / wk / qkv / gate|up / down / output: f32 x 4.98 (44.8%) /
+ * 3.05 / 7.30 (45.8%) / 18.86 (82.6%) / 14.89 (52.4%) / 74.56 (93.5%); the same GEMV on pre-rounded x
+ * (FUSE_XQ, the copy prologue) 3.96 (56.3%) / 2.19 / 6.26 (53.3%) / 17.83 (87.4%) / 12.61 (61.8%) /
+ * 73.23 (95.2%): the rounding prologue costs ~1 us at n_in 4096 and 2.3 us at 14336. As the decode
+ * step runs them: the down product with its SwiGLU as swiglu_rows + GEMV(+= y) 18.52 us, with the
+ * SwiGLU prologue fused 19.53, split (quantize kernel + FUSE_XQ GEMV) 15.93; n_tok 4: 24.75 / 31.41 /
+ * 18.68. The norm split loses (qkv 10.69 vs 8.62 fused, gate|up 20.83 vs 20.19): the extra kernel
+ * boundary (~3 us) costs more than the n_in 4096 prologue. Whole step (`aiinfra bench --arch llama3-8b
+ * --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128`, two GPU runs): fuse norm,add
+ * 480.8 / 484.1 / 481.0 tok/s (2.079 / 2.065 / 2.077 ms per step), with the split SwiGLU (now the
+ * default) 502.9 / 500.3 / 499.0 / 499.3 (1.988 / 1.999 / 2.003 / 2.002 ms; 0.51 of the bandwidth
+ * bound), norm split as well 474.7; bf16 unchanged (239.9 / 238.0 tok/s). q4_1 behaves the same
+ * (down 19.29 -> 16.51 us).
+ *
  * Invariants:
  *  1. A launch reads W rows [0, n_out) (the last row group re-reads row n_out - 1 for missing rows,
  *     never written), x rows [0, n_tok), writes exactly y[0..n_tok)[0..n_out). No atomics.
@@ -100,8 +123,10 @@ enum QKind { Q8_0, Q4_0, Q4_1 };
 /* Warps per CTA: 16 from T = 4 (the x prologue is per CTA: fewer, larger CTAs read x fewer times). */
 template <int T> struct Warps { static constexpr int W = T >= 4 ? 16 : 8; };
 
-__host__ __device__ constexpr size_t xs_bytes(int T, int n_in) { return (size_t)T * (size_t)(n_in / 32) * 16; }
-__host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return xs_bytes(T, n_in) + (size_t)T * (size_t)n_in; }
+/* Bytes of one token's rounded x in shared memory (and in a cuk_gemv_dp4a_quantize buffer): n_in / 32
+ * float4 {d, s, sum x, sum x^2}, then the n_in int8 values (header: layout). A multiple of 16. */
+__host__ __device__ constexpr size_t tok_bytes(int n_in) { return (size_t)(n_in / 32) * 16 + (size_t)n_in; }
+__host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return (size_t)T * tok_bytes(n_in); }
 
 __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
 {
@@ -128,15 +153,51 @@ __device__ __forceinline__ float4 fused4(const float *src, const float *nw, int 
     }
 }
 
-/* x rows -> int8 blocks + {d, s, sum x, sum x^2 (FUSE_NORM: of the raw x)} in shared memory (see the
- * header). 4 threads per 32-block, kQU items per thread with their loads issued before any is used
- * (the prologue is latency-bound). */
+/* Rounds one item: elements e .. e + 7 (va, vb) of a token row whose rounded form starts at tok (layout:
+ * header). The 4 consecutive lanes of a 32-block reduce its amax, sum(q), sum(x) and (NORM) sum(x^2)
+ * with shuffles, so every lane of the warp calls this (valid = 0: a lane with no item, it stores
+ * nothing). SPLIT: the q4 layout (elements 0..15 of block b at [b * 16], 16..31 at [n_in / 2 + b * 16]),
+ * else the q8_0 one (x as is). */
+template <bool SPLIT, bool NORM>
+__device__ __forceinline__ void round_item(const float4 va, const float4 vb, float x2, bool valid, unsigned char *tok,
+                                           int e, int n_in)
+{
+    float amax = fmaxf(fmaxf(fmaxf(fabsf(va.x), fabsf(va.y)), fmaxf(fabsf(va.z), fabsf(va.w))),
+                       fmaxf(fmaxf(fabsf(vb.x), fabsf(vb.y)), fmaxf(fabsf(vb.z), fabsf(vb.w))));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q0 = __float2int_rn(va.x * id), q1 = __float2int_rn(va.y * id), q2 = __float2int_rn(va.z * id),
+              q3 = __float2int_rn(va.w * id), q4 = __float2int_rn(vb.x * id), q5 = __float2int_rn(vb.y * id),
+              q6 = __float2int_rn(vb.z * id), q7 = __float2int_rn(vb.w * id);
+    int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
+    float sx = ((va.x + va.y) + (va.z + va.w)) + ((vb.x + vb.y) + (vb.z + vb.w));
+    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
+    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
+    sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
+    sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
+    if constexpr (NORM) {
+        x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 1);
+        x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 2);
+    }
+    if (valid) {
+        const int nblk = n_in / 32, blk = e >> 5, off = e & 31;
+        const size_t pos = SPLIT ? (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15) : (size_t)e;
+        *reinterpret_cast<uint2 *>(tok + (size_t)nblk * 16 + pos) =
+            make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
+        if (off == 0) reinterpret_cast<float4 *>(tok)[blk] = make_float4(d, -8.0f * d * (float)sq, sx, x2);
+    }
+}
+
+/* x rows -> the rounded tokens [0, T) in shared memory (token t at smem + t tok_bytes; rows from
+ * n_tok on repeat row n_tok - 1). 4 threads per 32-block, kQU items per thread with their loads
+ * issued before any is used (the prologue is latency-bound). */
 template <int K, int T, int W, int M>
-__device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, float4 *xs,
-                                           unsigned char *xq, const float *__restrict__ nw)
+__device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_tok, int n_in, unsigned char *smem,
+                                           const float *__restrict__ nw)
 {
     constexpr int NT = W * 32;
-    const int nblk = n_in / 32, per_tok = n_in / 8, total = T * per_tok;
+    const int per_tok = n_in / 8, total = T * per_tok;
     for (int i0 = 0; i0 < total; i0 += NT * kQU) { /* every lane runs every iteration (shuffles) */
         float4 a[kQU], b[kQU];
         float x2[kQU];
@@ -158,44 +219,57 @@ __device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_to
             }
         }
 #pragma unroll
-        for (int k = 0; k < kQU; k++) {
-            const float4 va = a[k], vb = b[k];
-            float amax = fmaxf(fmaxf(fmaxf(fabsf(va.x), fabsf(va.y)), fmaxf(fabsf(va.z), fabsf(va.w))),
-                               fmaxf(fmaxf(fabsf(vb.x), fabsf(vb.y)), fmaxf(fabsf(vb.z), fabsf(vb.w))));
-            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
-            const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-            const int q0 = __float2int_rn(va.x * id), q1 = __float2int_rn(va.y * id), q2 = __float2int_rn(va.z * id),
-                      q3 = __float2int_rn(va.w * id), q4 = __float2int_rn(vb.x * id), q5 = __float2int_rn(vb.y * id),
-                      q6 = __float2int_rn(vb.z * id), q7 = __float2int_rn(vb.w * id);
-            int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
-            float sx = ((va.x + va.y) + (va.z + va.w)) + ((vb.x + vb.y) + (vb.z + vb.w));
-            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
-            sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
-            sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
-            sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
-            float s2 = x2[k];
-            if constexpr (M == FUSE_NORM) {
-                s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 1);
-                s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 2);
-            }
-            if (tt[k] >= 0) {
-                const int t = tt[k], e = ee[k], blk = e >> 5, off = e & 31;
-                const size_t pos = (size_t)t * n_in +
-                                   (K == Q8_0 ? (size_t)e : (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15));
-                *reinterpret_cast<uint2 *>(xq + pos) = make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
-                if (off == 0) xs[t * nblk + blk] = make_float4(d, -8.0f * d * (float)sq, sx, s2);
-            }
+        for (int k = 0; k < kQU; k++)
+            round_item<K != Q8_0, M == FUSE_NORM>(a[k], b[k], x2[k], tt[k] >= 0,
+                                                  smem + (size_t)max(tt[k], 0) * tok_bytes(n_in), ee[k], n_in);
+    }
+}
+
+/* Pre-rounded tokens (FUSE_XQ: cuk_gemv_dp4a_quantize's layout is the shared one) -> shared memory:
+ * 16-byte cp.async copies, all issued before the one wait. Rows from n_tok on repeat row n_tok - 1. */
+template <int T, int W>
+__device__ __forceinline__ void copy_xq(const unsigned char *__restrict__ xq, int n_tok, int n_in, unsigned char *smem)
+{
+    const int n16 = (int)(tok_bytes(n_in) / 16);
+    for (int t = 0; t < T; t++) {
+        const uint4 *src = reinterpret_cast<const uint4 *>(xq + (size_t)min(t, n_tok - 1) * tok_bytes(n_in));
+        unsigned char *dst = smem + (size_t)t * tok_bytes(n_in);
+        for (int i = (int)threadIdx.x; i < n16; i += W * 32) {
+            const unsigned sa = (unsigned)__cvta_generic_to_shared(dst + (size_t)i * 16);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src + i) : "memory");
         }
     }
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
+}
+
+/* x rows (FUSE_NONE), x rows times nw (FUSE_NORM: the blocks' sum(x^2) kept for the GEMV's 1 / rms) or
+ * gate|up rows (FUSE_SWIGLU) -> the rounded tokens, in global memory (cuk_gemv_dp4a_quantize): one item
+ * per thread, each token at xq + t tok_bytes. */
+template <bool SPLIT, int M>
+__global__ void __launch_bounds__(128) k_quantize_x(const float *__restrict__ x, const float *__restrict__ nw,
+                                                    unsigned char *__restrict__ xq, int n_tok, int n_in)
+{
+    cuk_pdl_wait();
+    const int per_tok = n_in / 8;
+    const int i = (int)blockIdx.x * 128 + (int)threadIdx.x;
+    const bool valid = i < n_tok * per_tok; /* whole 4-lane blocks: per_tok % 4 == 0 */
+    const int t = valid ? i / per_tok : 0, e = valid ? (i - t * per_tok) * 8 : 0;
+    float4 a = make_float4(0, 0, 0, 0), b = a;
+    float x2 = 0.0f;
+    if (valid) {
+        const float *src = x + (size_t)t * fuse_x_stride<M>(n_in) + e;
+        a = fused4<M>(src, nw + e, n_in, x2);
+        b = fused4<M>(src + 4, nw + e + 4, n_in, x2);
+    }
+    round_item<SPLIT, M == FUSE_NORM>(a, b, x2, valid, xq + (size_t)t * tok_bytes(n_in), e, n_in);
 }
 
 /* One 16-byte chunk c of R rows, all T tokens. q4_1 uses the centred form
  * d_w d_x sum((nib - 8) q) + (m + 8 d_w) sum(x): the x rounding then meets (nib - 8) d_w, about half
  * the size of nib d_w, so the error is q4_0's instead of twice it. */
 template <int K, int T, int R>
-__device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const float4 *xs,
-                                          const unsigned char *xq, int c, int nblk, int n_in, float (&acc)[R][T])
+__device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&sc)[R], const unsigned char *smem, int c,
+                                          int nblk, int n_in, float (&acc)[R][T])
 {
     if constexpr (K == Q8_0) {
         float dw[R];
@@ -203,8 +277,9 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
         for (int r = 0; r < R; r++) dw[r] = __half2float(__ushort_as_half((unsigned short)(sc[r] & 0xFFFF)));
 #pragma unroll
         for (int t = 0; t < T; t++) {
-            const uint4 xv = *reinterpret_cast<const uint4 *>(xq + (size_t)t * n_in + c * 16);
-            const float dx = xs[t * nblk + (c >> 1)].x;
+            const unsigned char *tok = smem + (size_t)t * tok_bytes(n_in);
+            const uint4 xv = *reinterpret_cast<const uint4 *>(tok + (size_t)nblk * 16 + c * 16);
+            const float dx = reinterpret_cast<const float4 *>(tok)[c >> 1].x;
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int s = __dp4a((int)q[r].x, (int)xv.x, 0);
@@ -230,10 +305,10 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
         }
 #pragma unroll
         for (int t = 0; t < T; t++) {
-            const unsigned char *xt = xq + (size_t)t * n_in + c * 16;
+            const unsigned char *tok = smem + (size_t)t * tok_bytes(n_in), *xt = tok + (size_t)nblk * 16 + c * 16;
             const uint4 xl = *reinterpret_cast<const uint4 *>(xt);
             const uint4 xh = *reinterpret_cast<const uint4 *>(xt + n_in / 2);
-            const float4 s4 = xs[t * nblk + c];
+            const float4 s4 = reinterpret_cast<const float4 *>(tok)[c];
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int s = __dp4a((int)lo[r][0], (int)xl.x, 0);
@@ -285,15 +360,17 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     if (!early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
 
     extern __shared__ __align__(16) unsigned char smem[];
-    float4 *xs = reinterpret_cast<float4 *>(smem);
-    unsigned char *xq = smem + xs_bytes(T, n_in);
-    quantize_x<K, T, W, M>(x, n_tok, n_in, xs, xq, fz.nw);
+    if constexpr (M == FUSE_XQ || M == FUSE_XQ_NORM)
+        copy_xq<T, W>(reinterpret_cast<const unsigned char *>(x), n_tok, n_in, smem);
+    else quantize_x<K, T, W, M>(x, n_tok, n_in, smem, fz.nw);
     __shared__ float rs[T]; /* FUSE_NORM: sum(x^2) of each token row (warp t sums row t's blocks) */
     __syncthreads();
-    if constexpr (M == FUSE_NORM) {
+    constexpr int MS = M == FUSE_XQ_NORM ? FUSE_NORM : M == FUSE_XQ ? FUSE_NONE : M; /* the epilogue's mode */
+    if constexpr (MS == FUSE_NORM) {
         if (warp < T) { /* W >= T (Warps) */
+            const float4 *xs = reinterpret_cast<const float4 *>(smem + (size_t)warp * tok_bytes(n_in));
             float v = 0.0f;
-            for (int b = lane; b < nblk; b += 32) v += xs[warp * nblk + b].w;
+            for (int b = lane; b < nblk; b += 32) v += xs[b].w;
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
             if (lane == 0) rs[warp] = v;
@@ -335,7 +412,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int c = c0 + u * 32;
-                if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], xs, xq, c, nblk, n_in, acc);
+                if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], smem, c, nblk, n_in, acc);
             }
         }
 #pragma unroll
@@ -346,7 +423,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
                 if (lane == ((r * T + t) & 31) && r < nv && t < n_tok)
-                    fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, M == FUSE_NORM ? rs[t] : 0.0f, n_in);
+                    fuse_store<MS>(fz, y + (size_t)t * n_out + row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
             }
         }
     }
@@ -361,6 +438,8 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_to
     void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int, cuk_fuse) =
         m == FUSE_NORM     ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
         : m == FUSE_SWIGLU ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
+        : m == FUSE_XQ     ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ>
+        : m == FUSE_XQ_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ_NORM>
                            : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
@@ -424,6 +503,26 @@ cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const float *x, int n_
     return launch_t<K, 16>(s, w, x, n_tok, y, R, U, early, m, f);
 }
 
+/* One launch per pass of at most cuk_gemv_dp4a_max_tok tokens; x rows are x_stride bytes apart. */
+ai_status run_passes(cuk_stream s, const cuk_weight *w, const float *x, size_t x_stride, int32_t n_tok, float *y,
+                     int rows, int unroll, int early, int m, cuk_fuse f, ai_err *err)
+{
+    const int tmax = cuk_gemv_dp4a_max_tok(w->n_in);
+    cudaStream_t cs = (cudaStream_t)s;
+    for (int32_t t0 = 0; t0 < n_tok; t0 += tmax) {
+        const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
+        const float *xp = reinterpret_cast<const float *>(reinterpret_cast<const unsigned char *>(x) + (size_t)t0 * x_stride);
+        float *yp = y + (size_t)t0 * (size_t)w->n_out;
+        cudaError_t e;
+        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        CUK_TRY(err, e, "cuk_gemv_dp4a");
+        CUK_LAUNCHED(err, "cuk_gemv_dp4a");
+    }
+    return AI_OK;
+}
+
 } // namespace
 
 extern "C" int cuk_gemv_dp4a_max_tok(int64_t n_in)
@@ -459,17 +558,53 @@ extern "C" ai_status cuk_gemv_dp4a_ex(cuk_stream s, const cuk_weight *w, const f
                                          (rows == 2 && (unroll == 4 || unroll == 8)) ||
                                          (rows == 4 && (unroll == 2 || unroll == 4))));
     if (!pair_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a: no kernel for R %d U %d", rows, unroll);
+    return run_passes(s, w, x, xstride * sizeof(float), n_tok, y, rows, unroll, early, m, f, err);
+}
+
+extern "C" size_t cuk_gemv_dp4a_xq_bytes(int64_t n_in, int32_t n_tok)
+{
+    if (n_in < 32 || n_in % 32 || n_in > (1 << 30) || n_tok < 1) return 0;
+    return (size_t)n_tok * tok_bytes((int)n_in);
+}
+
+extern "C" ai_status cuk_gemv_dp4a_quantize(cuk_stream s, dtype t, const float *x, int32_t n_tok, int64_t n_in,
+                                            const cuk_mm_opts *o, void *xq, ai_err *err)
+{
+    if (!x || !xq || n_tok < 1 || n_tok > (1 << 20) || n_in < 32 || n_in % 32 || n_in > (1 << 24) ||
+        (t != DTYPE_Q8_0 && t != DTYPE_Q4_0 && t != DTYPE_Q4_1) || (uintptr_t)x % 16 || (uintptr_t)xq % 16 ||
+        (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a_quantize: bad arguments");
+    const int m = cuk_fuse_mode(o);
+    const long long items = (long long)n_tok * (n_in / 8);
+    const dim3 grid((unsigned)((items + 127) / 128)), block(128);
+    const int ni = (int)n_in, nt = (int)n_tok;
+    const float *nw = o ? o->norm_w : nullptr;
+    unsigned char *q = static_cast<unsigned char *>(xq);
     cudaStream_t cs = (cudaStream_t)s;
-    for (int32_t t0 = 0; t0 < n_tok; t0 += tmax) {
-        const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
-        const float *xp = x + (size_t)t0 * xstride;
-        float *yp = y + (size_t)t0 * (size_t)w->n_out;
-        cudaError_t e;
-        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
-        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
-        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
-        CUK_TRY(err, e, "cuk_gemv_dp4a");
-        CUK_LAUNCHED(err, "cuk_gemv_dp4a");
-    }
+    cudaError_t e;
+    if (t == DTYPE_Q8_0)
+        e = m == FUSE_NORM     ? cuk_launch(k_quantize_x<false, FUSE_NORM>, grid, block, 0, cs, x, nw, q, nt, ni)
+            : m == FUSE_SWIGLU ? cuk_launch(k_quantize_x<false, FUSE_SWIGLU>, grid, block, 0, cs, x, nw, q, nt, ni)
+                               : cuk_launch(k_quantize_x<false, FUSE_NONE>, grid, block, 0, cs, x, nw, q, nt, ni);
+    else
+        e = m == FUSE_NORM     ? cuk_launch(k_quantize_x<true, FUSE_NORM>, grid, block, 0, cs, x, nw, q, nt, ni)
+            : m == FUSE_SWIGLU ? cuk_launch(k_quantize_x<true, FUSE_SWIGLU>, grid, block, 0, cs, x, nw, q, nt, ni)
+                               : cuk_launch(k_quantize_x<true, FUSE_NONE>, grid, block, 0, cs, x, nw, q, nt, ni);
+    CUK_TRY(err, e, "cuk_gemv_dp4a_quantize");
+    CUK_LAUNCHED(err, "cuk_gemv_dp4a_quantize");
     return AI_OK;
+}
+
+extern "C" ai_status cuk_gemv_dp4a_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
+                                      const cuk_mm_opts *o, ai_err *err)
+{
+    if (!w || !w->data || !xq || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_out > (1 << 30) ||
+        (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) || (uintptr_t)w->data % 16 ||
+        (uintptr_t)xq % 16)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a_xq: bad arguments");
+    if (cuk_gemv_dp4a_max_tok(w->n_in) < 1)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_dp4a_xq: n_in %lld (x does not fit in shared memory)",
+                          (long long)w->n_in);
+    return run_passes(s, w, static_cast<const float *>(xq), tok_bytes((int)w->n_in), n_tok, y, 0, 0, 1,
+                      o && o->norm_w ? FUSE_XQ_NORM : FUSE_XQ, cuk_fuse_of(o), err);
 }

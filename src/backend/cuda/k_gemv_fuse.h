@@ -26,7 +26,10 @@
 
 #include "backend/cuda/cuda_kernels.h"
 
-enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2 };
+/* FUSE_XQ, FUSE_XQ_NORM (k_gemv_dp4a.cu only): x is already rounded to int8 by cuk_gemv_dp4a_quantize
+ * (the SwiGLU or the norm's x * norm_w, done there in a kernel of its own); the epilogue is FUSE_NONE's,
+ * or FUSE_NORM's (1 / rms from the blocks' sum(x^2) in the rounded x). */
+enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2, FUSE_XQ = 3, FUSE_XQ_NORM = 4 };
 
 /* By-value kernel argument (graph-capturable: pointers and scalars only). */
 struct cuk_fuse {
