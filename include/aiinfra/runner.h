@@ -86,7 +86,7 @@ const model_config *runner_config(const runner *r);
 int64_t runner_kv_blocks(const runner *r);
 int32_t runner_block_size(const runner *r);
 int32_t runner_n_ctx(const runner *r);
-unsigned runner_fusions(const runner *r); /* the RUNNER_FUSE_* bits in use (AUTO resolved) */
+unsigned runner_fusions(const runner *r, int32_t n_tok); /* the RUNNER_FUSE_* bits a step of n_tok tokens uses */
 /* Bytes of weights a decode step reads (every matrix once; embedding rows not counted), and of the
  * KV cache per token (all layers, K + V). */
 uint64_t runner_weight_bytes(const runner *r);

@@ -120,6 +120,14 @@ static ai_status open_backend(const bench_opts *o, backend *be, ai_err *err)
     return backend_cpu_init(be, o->threads, err);
 }
 
+/* "none" or the RUNNER_FUSE_* names joined by commas */
+static void fuse_name(char out[32], unsigned fu)
+{
+    snprintf(out, 32, "%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
+             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "");
+    if (fu) out[strlen(out) - 1] = 0;
+}
+
 /* B prompts of P tokens, packed into steps of up to `chunk` tokens (a prompt may span steps). */
 static ai_status prefill_all(runner *r, const int32_t *toks, const int32_t *bt, int B, int P, int nbps, int chunk,
                              runner_seq *seqs, int32_t *next, ai_err *err)
@@ -248,28 +256,27 @@ int cmd_bench(int argc, char **argv)
     double prefill_bound = mm_tflops > 0 ? (double)B * P / (pf_flops / (mm_tflops * 1e12)) : 0;
 
     const char *src = m ? o.model : o.arch;
-    const unsigned fu = runner_fusions(r);
-    char fuse[32];
-    snprintf(fuse, sizeof fuse, "%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
-             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "");
-    if (fu) fuse[strlen(fuse) - 1] = 0;
+    char fuse[32], fuse_pf[32]; /* the fusions of a decode step (B tokens) and of a prefill step */
+    fuse_name(fuse, runner_fusions(r, B));
+    fuse_name(fuse_pf, runner_fusions(r, chunk));
     if (o.json) {
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
                "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"graphs\": %s, \"fuse\": \"%s\", "
+               "\"fuse_prefill\": \"%s\", "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
                "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
                "\"prefill_frac_of_bound\": %.4f}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
-               o.no_graphs ? "false" : "true", fuse, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
+               o.no_graphs ? "false" : "true", fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
                step_flops, decode_bound, decode_tps / decode_bound, prefill_bound,
                prefill_bound > 0 ? prefill_tps / prefill_bound : 0);
     } else {
         printf("model      %s%s (%s weights), backend %s%s%s\n", src, m ? "" : " [random]", m ? "stored" : dtype_name(o.type),
                be.ops->name, gpu[0] ? ": " : "", gpu);
         printf("ceilings   copy %.0f GB/s (read + write), bf16 matmul %.0f TFLOP/s (measured now)\n", copy_gbs, mm_tflops);
-        printf("load       %.0f ms (weights %.2f GiB), fused into the matmuls: %s\n", load_ms,
-               (double)runner_weight_bytes(r) / (1 << 30), fuse);
+        printf("load       %.0f ms (weights %.2f GiB), fused into the matmuls: %s (decode), %s (prefill)\n", load_ms,
+               (double)runner_weight_bytes(r) / (1 << 30), fuse, fuse_pf);
         printf("prefill    %d x %d tokens: %.0f tok/s", B, P, prefill_tps);
         if (prefill_bound > 0) printf("  (compute bound %.0f tok/s: %.0f%%)", prefill_bound, 100 * prefill_tps / prefill_bound);
         printf("\ndecode     %d x %d steps: %.1f tok/s, %.3f ms/step (median)\n", B, nt, decode_tps, med);
