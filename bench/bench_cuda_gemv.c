@@ -73,17 +73,11 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     /* one untimed call outside capture: creates the cuBLASLt plan (host allocation on first use) */
     AI(run_mode(mode, gemm, s, &w[0], x, n_tok, y, work, ws));
     CK(cudaStreamSynchronize(s));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < copies; i++) {
         AI(run_mode(mode, gemm, s, &w[i], x, n_tok, y, work, ws));
     }
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    const double ms = time_graph(ge, s, reps) / copies;
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    const double ms = time_capture(s, reps) / copies;
     for (int i = 0; i < copies; i++) cudaFree(w[i].data);
     free(w);
     cudaFree(x);
@@ -123,8 +117,6 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     CK(cudaMemsetAsync(y, 0, (size_t)n_tok * n_out * sizeof(float), s));
     const cuk_mm_opts o = {.norm_w = (fz & FZ_NORM) ? nw : NULL, .eps = 1e-5f, .swiglu_in = (fz & FZ_SWIGLU) != 0,
                            .accumulate = (fz & FZ_ADD) != 0};
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
         if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < (pass ? copies : 1); i++) {
@@ -141,11 +133,7 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
         }
         if (!pass) CK(cudaStreamSynchronize(s));
     }
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    const double ms = time_graph(ge, s, reps) / copies;
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    const double ms = time_capture(s, reps) / copies;
     for (int i = 0; i < copies; i++) cudaFree(w[i].data);
     free(w);
     cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(tmp);
@@ -250,8 +238,6 @@ static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int
     if (how == SQ_XQ) AI(cuk_gemv_dp4a_quantize(s, t, x, n_tok, n_in, NULL, work, &err));
     const cuk_mm_opts on = {.norm_w = nw, .eps = 1e-5f}, oa = {.accumulate = true},
                       osw = {.swiglu_in = true, .accumulate = true};
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
         if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < (pass ? copies : 1); i++) {
@@ -274,11 +260,7 @@ static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int
         }
         if (!pass) CK(cudaStreamSynchronize(s));
     }
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    const double ms = time_graph(ge, s, reps) / copies;
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    const double ms = time_capture(s, reps) / copies;
     for (int i = 0; i < copies; i++) cudaFree(w[i].data);
     free(w);
     cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(work);

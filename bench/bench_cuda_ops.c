@@ -111,8 +111,6 @@ int main(int argc, char **argv)
         case OP_SWIGLU: bytes = 3.0 * bytes1; break;
         default: bytes = (double)bytes1; break;
         }
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         for (int k = 0; k < sets; k++) {
             switch (bc->op) {
@@ -123,14 +121,10 @@ int main(int argc, char **argv)
             case OP_SAMPLE: AI(cuk_sample(s, a[k], bc->rows, bc->dim, dp, ids, NULL, 0, &err)); break;
             }
         }
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        const float ms = time_graph(ge, s, reps) / (float)sets;
+        const float ms = time_capture(s, reps) / (float)sets;
         CK(cudaGetLastError());
         const double gbs = bytes / (ms * 1e-3) / 1e9;
         printf("%-28s %10.2f %10.0f %7.1f%%\n", bc->name, ms * 1e3, gbs, 100.0 * gbs / ceil_gbs);
-        cudaGraphExecDestroy(ge);
-        cudaGraphDestroy(g);
         for (int k = 0; k < sets; k++) {
             cudaFree(a[k]);
             if (b[k]) cudaFree(b[k]);

@@ -61,6 +61,19 @@ static inline float time_graph(cudaGraphExec_t g, cudaStream_t s, int reps)
     return m;
 }
 
+/* Ends the capture running on s, then the median ms of one replay of the captured graph (time_graph). */
+static inline float time_capture(cudaStream_t s, int reps)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const float ms = time_graph(ge, s, reps);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return ms;
+}
+
 /* Bytes/s of a 2 GiB device-to-device copy (read + written), median of reps after 3 warm-ups. */
 static inline double copy_bandwidth(cudaStream_t s, int reps)
 {
