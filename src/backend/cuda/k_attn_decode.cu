@@ -18,6 +18,12 @@
  * Error vs a double reference 4e-4 .. 6e-4 of the row's max |o| (bound 5e-3). In the model (bf16
  * Llama-3-8B, CUDA graphs with PDL, ms per step): batch 8 x 1k 6.69 -> 6.00 (late PDL trigger, 6),
  * batch 1 x 640 4.221 -> 4.143 (copies before the PDL wait, 6).
+ * Round 5 (same day, copy 4,269 GB/s: 1 x 32k 44.2-44.6 us = 70.5-71.2%): refilling a stage right
+ * after its tile is computed, splitting the S mma chain, and (4, 2) rings at 3 CTAs/SM (12 warps per
+ * SM) were all within 0.4 us at 1 x 32k (3 CTAs/SM: 64 x 2k 167 vs 139 us) and were dropped. Nsight
+ * Compute at 1 x 32k: 43.2 us on the GPU, DRAM 65.8% of peak, SMs active 82% of the time on average
+ * with an 18% / 13% spread below / above: the equal static splits finish at different times. The
+ * lead to 85% is balancing work across SMs (docs/kernels/decode_attention.md, round 5).
  *
  * Design (round 3; round 2 = the same MMA core fed by 16-byte cp.async, 51.2 us = 62% at 1 x 32k):
  *  1. Tensor cores. The group is the M dimension of mma.sync m16n8k16 (heads padded to 16 rows,
