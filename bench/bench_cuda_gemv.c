@@ -48,20 +48,36 @@ static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_we
     return cuk_gemv(s, w, x, n_tok, y, &err);
 }
 
-static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int mode, cuk_gemm *gemm,
-                          int reps)
+/* Copies of a random (n_out, n_in) weight totalling > 512 MiB (2..64 of them), so that timed calls
+ * that rotate over them read from HBM, not from the 60 MiB L2. */
+static cuk_weight *weights_alloc(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int *copies)
 {
-    const int lt = mode == 1;
     const size_t wb = cuk_weight_bytes(t, n_out, n_in);
-    int copies = (int)(((size_t)512 << 20) / wb) + 1;
-    if (copies < 2) copies = 2;
-    if (copies > 64) copies = 64;
-    cuk_weight *w = calloc((size_t)copies, sizeof *w);
-    for (int i = 0; i < copies; i++) {
+    int n = (int)(((size_t)512 << 20) / wb) + 1;
+    if (n < 2) n = 2;
+    if (n > 64) n = 64;
+    cuk_weight *w = calloc((size_t)n, sizeof *w);
+    for (int i = 0; i < n; i++) {
         w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
         CK(cudaMalloc(&w[i].data, wb));
         AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
     }
+    *copies = n;
+    return w;
+}
+
+static void weights_free(cuk_weight *w, int copies)
+{
+    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
+    free(w);
+}
+
+static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int mode, cuk_gemm *gemm,
+                          int reps)
+{
+    const int lt = mode == 1;
+    int copies;
+    cuk_weight *w = weights_alloc(s, t, n_out, n_in, &copies);
     float *x, *y;
     CK(cudaMalloc((void **)&x, (size_t)n_tok * n_in * sizeof(float)));
     CK(cudaMalloc((void **)&y, (size_t)n_tok * n_out * sizeof(float)));
@@ -78,8 +94,7 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
         AI(run_mode(mode, gemm, s, &w[i], x, n_tok, y, work, ws));
     }
     const double ms = time_capture(s, reps) / copies;
-    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
-    free(w);
+    weights_free(w, copies);
     cudaFree(x);
     cudaFree(y);
     cudaFree(work);
@@ -93,16 +108,8 @@ enum { FZ_NORM = 1, FZ_SWIGLU = 2, FZ_ADD = 4 };
 static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int fz, int fused,
                           int reps)
 {
-    const size_t wb = cuk_weight_bytes(t, n_out, n_in);
-    int copies = (int)(((size_t)512 << 20) / wb) + 1;
-    if (copies < 2) copies = 2;
-    if (copies > 64) copies = 64;
-    cuk_weight *w = calloc((size_t)copies, sizeof *w);
-    for (int i = 0; i < copies; i++) {
-        w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
-        CK(cudaMalloc(&w[i].data, wb));
-        AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
-    }
+    int copies;
+    cuk_weight *w = weights_alloc(s, t, n_out, n_in, &copies);
     const int64_t xw = (fz & FZ_SWIGLU) ? 2 * n_in : n_in;
     float *x, *xin, *nw, *y, *tmp;
     CK(cudaMalloc((void **)&x, (size_t)n_tok * xw * sizeof(float)));
@@ -134,8 +141,7 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
         if (!pass) CK(cudaStreamSynchronize(s));
     }
     const double ms = time_capture(s, reps) / copies;
-    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
-    free(w);
+    weights_free(w, copies);
     cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(tmp);
     return ms;
 }
@@ -210,16 +216,8 @@ enum {
 
 static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int how, int reps)
 {
-    const size_t wb = cuk_weight_bytes(t, n_out, n_in);
-    int copies = (int)(((size_t)512 << 20) / wb) + 1;
-    if (copies < 2) copies = 2;
-    if (copies > 64) copies = 64;
-    cuk_weight *w = calloc((size_t)copies, sizeof *w);
-    for (int i = 0; i < copies; i++) {
-        w[i] = (cuk_weight){.type = t, .n_out = n_out, .n_in = n_in};
-        CK(cudaMalloc(&w[i].data, wb));
-        AI(cuk_weight_fill_random(s, &w[i], 1000 + (uint64_t)i, 0.05f, &err));
-    }
+    int copies;
+    cuk_weight *w = weights_alloc(s, t, n_out, n_in, &copies);
     const int sw = how == SQ_SW_ROWS || how == SQ_SW_FUSED || how == SQ_SW_SPLIT;
     const int64_t xw = sw ? 2 * n_in : n_in;
     float *x, *xin, *nw, *y;
@@ -261,8 +259,7 @@ static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int
         if (!pass) CK(cudaStreamSynchronize(s));
     }
     const double ms = time_capture(s, reps) / copies;
-    for (int i = 0; i < copies; i++) cudaFree(w[i].data);
-    free(w);
+    weights_free(w, copies);
     cudaFree(x); cudaFree(xin); cudaFree(nw); cudaFree(y); cudaFree(work);
     return ms;
 }
