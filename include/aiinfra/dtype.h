@@ -14,6 +14,7 @@
  *   q4_1  32 elements in 20 bytes:  f16 d | f16 m | 16 bytes     value[i] = nib[i] * d + m
  *         nibbles of q4_0/q4_1: byte j (0..15) holds element j in its low 4 bits and element
  *         j + 16 in its high 4 bits.
+ *   f8_e4m3  1 byte per element, OCP FP8 e4m3 (include/aiinfra/fp8.h); KV caches only, no GGUF type
  *   q4_K, q5_K, q6_K, q8_K: 256-element super-blocks (144, 176, 210, 292 bytes). Known so that
  *         sizes and names work for GGUF files; quantize/dequantize return AI_ERR_UNSUPPORTED.
  *
@@ -45,6 +46,7 @@ typedef enum dtype {
     DTYPE_Q5_K,
     DTYPE_Q6_K,
     DTYPE_Q8_K,
+    DTYPE_F8_E4M3, /* OCP FP8 e4m3 (fp8.h): the fp8 KV cache only, not a GGUF type (ggml_type -1) */
     DTYPE_COUNT
 } dtype;
 
@@ -57,7 +59,7 @@ typedef struct dtype_block_q4_1 { uint16_t d; uint16_t m; uint8_t qs[16]; } dtyp
 
 typedef struct dtype_traits {
     const char *name;      /* "q4_0", as ggml and gguf name it */
-    int ggml_type;         /* GGML_TYPE_* number stored in GGUF files */
+    int ggml_type;         /* GGML_TYPE_* number stored in GGUF files; -1: none */
     int64_t block_size;    /* elements per block (1 for plain floats) */
     size_t block_bytes;    /* bytes per block */
     bool quantized;        /* block_size > 1 */
@@ -90,7 +92,7 @@ void dtype_bf16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 void dtype_f32_to_bf16_row(const float *x, uint16_t *y, int64_t n);
 
 /* x: (n) f32 -> dst: row of dtype t (dtype_row_bytes(t, n) bytes). f32, f16, bf16, q8_0, q8_1,
- * q4_0, q4_1. AI_ERR_INVALID for a bad n, AI_ERR_UNSUPPORTED for the K types. */
+ * q4_0, q4_1, f8_e4m3 (scale 1). AI_ERR_INVALID for a bad n, AI_ERR_UNSUPPORTED for the K types. */
 ai_status dtype_quantize_row(dtype t, const float *x, void *dst, int64_t n, ai_err *err);
 /* src: row of dtype t -> y: (n) f32. */
 ai_status dtype_dequantize_row(dtype t, const void *src, float *y, int64_t n, ai_err *err);

@@ -12,6 +12,7 @@
  *     integer are clamped first, so NaN/inf inputs give defined (if meaningless) codes, never UB.
  */
 #include "aiinfra/dtype.h"
+#include "aiinfra/fp8.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,6 +42,7 @@ static const dtype_traits TRAITS[DTYPE_COUNT] = {
     [DTYPE_Q5_K] = {"q5_K", 13, 256, 176, true, false},
     [DTYPE_Q6_K] = {"q6_K", 14, 256, 210, true, false},
     [DTYPE_Q8_K] = {"q8_K", 15, 256, 292, true, false},
+    [DTYPE_F8_E4M3] = {"f8_e4m3", -1, 1, 1, false, true},
 };
 
 _Static_assert(sizeof(dtype_block_q8_0) == 34, "q8_0 block is 34 bytes");
@@ -63,7 +65,7 @@ const char *dtype_name(dtype t)
 ai_status dtype_from_ggml(uint32_t ggml_type, dtype *out, ai_err *err)
 {
     for (int t = 0; t < DTYPE_COUNT; t++) {
-        if ((uint32_t)TRAITS[t].ggml_type == ggml_type) {
+        if (TRAITS[t].ggml_type >= 0 && (uint32_t)TRAITS[t].ggml_type == ggml_type) {
             *out = (dtype)t;
             return AI_OK;
         }
@@ -307,6 +309,7 @@ ai_status dtype_quantize_row(dtype t, const float *x, void *dst, int64_t n, ai_e
     case DTYPE_Q8_1: quantize_q8_1(x, dst, nb); return AI_OK;
     case DTYPE_Q4_0: quantize_q4_0(x, dst, nb); return AI_OK;
     case DTYPE_Q4_1: quantize_q4_1(x, dst, nb); return AI_OK;
+    case DTYPE_F8_E4M3: fp8_e4m3_quantize_row(x, dst, n, 1.0f); return AI_OK;
     default:
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "quantize to %s is not implemented", dtype_name(t));
     }
@@ -331,6 +334,9 @@ ai_status dtype_dequantize_row(dtype t, const void *src, float *y, int64_t n, ai
     case DTYPE_F32: memcpy(y, src, bytes); return AI_OK;
     case DTYPE_F16: dtype_f16_to_f32_row(src, y, n); return AI_OK;
     case DTYPE_BF16: dtype_bf16_to_f32_row(src, y, n); return AI_OK;
+    case DTYPE_F8_E4M3:
+        for (int64_t i = 0; i < n; i++) y[i] = fp8_e4m3_to_f32(((const uint8_t *)src)[i]);
+        return AI_OK;
     case DTYPE_Q8_0: {
         const dtype_block_q8_0 *b = src;
         for (int64_t i = 0; i < nb; i++, y += 32) dequantize_q8(b[i].qs, b[i].d, y);

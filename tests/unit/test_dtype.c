@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "aiinfra/dtype.h"
+#include "aiinfra/fp8.h"
 
 static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -217,6 +218,160 @@ static void test_quant_roundtrip(void **state)
     free(x); free(y); free(q);
 }
 
+// --- fp8 e4m3
+
+/* Independent decoder from the format's definition (fp8.h): sign, exponent bias 7, 3 mantissa bits. */
+static double fp8_ref(int c)
+{
+    int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+    if (e == 15 && m == 7) return NAN;
+    double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+    return s ? -v : v;
+}
+
+/* Reference encoder: the nearest of the 127 non-negative finite codes by exhaustive search, ties to the
+ * even code (mantissa lsb clear), beyond 448 saturated, NaN -> 0x7F. */
+static uint8_t fp8_enc_ref(float x)
+{
+    if (isnan(x)) return 0x7F;
+    int s = signbit(x) ? 0x80 : 0;
+    double a = fabs((double)x);
+    if (a >= 448.0) return (uint8_t)(s | 0x7E);
+    static double val[0x7F];
+    if (val[1] == 0)
+        for (int c = 0; c <= 0x7E; c++) val[c] = fp8_ref(c);
+    int best = 0;
+    for (int c = 1; c <= 0x7E; c++) {
+        double dc = fabs(val[c] - a), db = fabs(val[best] - a);
+        if (dc < db || (dc == db && (c & 1) == 0)) best = c;
+    }
+    return (uint8_t)(s | best);
+}
+
+static void test_fp8_decode_all(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 256; c++) {
+        float v = fp8_e4m3_to_f32((uint8_t)c);
+        double r = fp8_ref(c);
+        if (isnan(r)) {
+            assert_true(isnan(v));
+            continue;
+        }
+        if ((double)v != r || (signbit(v) != 0) != (c >= 128)) fail_msg("code 0x%02x decodes to %a, want %a", c, v, r);
+    }
+    assert_true(fp8_e4m3_to_f32(0x7E) == FP8_E4M3_MAX && fp8_e4m3_to_f32(0xFE) == -FP8_E4M3_MAX);
+    assert_true(fp8_e4m3_to_f32(0x01) == 0x1p-9f && fp8_e4m3_to_f32(0x08) == 0x1p-6f);
+    assert_true(fp8_e4m3_to_f32(0x38) == 1.0f);
+}
+
+static void test_fp8_roundtrip_codes(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 256; c++) {
+        if ((c & 0x7F) == 0x7F) continue;
+        uint8_t back = fp8_e4m3_from_f32(fp8_e4m3_to_f32((uint8_t)c));
+        if (back != c) fail_msg("code 0x%02x -> %a -> 0x%02x", c, fp8_e4m3_to_f32((uint8_t)c), back);
+    }
+}
+
+static void check_enc(float x)
+{
+    uint8_t got = fp8_e4m3_from_f32(x), want = fp8_enc_ref(x);
+    if (got != want) fail_msg("fp8(%a) = 0x%02x, reference 0x%02x", x, got, want);
+}
+
+static void test_fp8_round_random(void **state)
+{
+    (void)state;
+    rng_state = (uint64_t)time(NULL) ^ 0xf8f8;
+    const uint64_t seed = rng_state;
+    print_message("fp8 rounding seed %llu\n", (unsigned long long)seed);
+    /* every midpoint between neighbours (ties: exact in f32), and one f32 ulp either side */
+    for (int c = 0; c < 0x7E; c++) {
+        float lo = fp8_e4m3_to_f32((uint8_t)c), hi = fp8_e4m3_to_f32((uint8_t)(c + 1));
+        float mid = (float)(((double)lo + (double)hi) / 2);
+        assert_true((double)mid == ((double)lo + (double)hi) / 2);
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float m = sgn ? -mid : mid;
+            check_enc(m);
+            check_enc(nextafterf(m, INFINITY));
+            check_enc(nextafterf(m, -INFINITY));
+        }
+    }
+    check_enc(464.0f); /* the tie between 448 and the NaN code: saturates */
+    /* random floats with exponents from 2^-14 to 2^10 (subnormal, normal and saturated e4m3) */
+    for (int i = 0; i < 200000; i++) {
+        uint32_t u = (rnd() & 0x807FFFFFu) | ((uint32_t)(127 - 14 + rnd() % 25) << 23);
+        check_enc(bits_f32(u));
+    }
+    /* random bit patterns over the whole f32 range (zeros, f32 subnormals, inf, NaN) */
+    for (int i = 0; i < 100000; i++) check_enc(bits_f32(rnd() ^ (rnd() << 16)));
+}
+
+static void test_fp8_saturate_nan(void **state)
+{
+    (void)state;
+    const float big[] = {448.0f, 449.0f, 464.0f, 480.0f, 1e6f, 3.4e38f, INFINITY};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        assert_int_equal(fp8_e4m3_from_f32(big[i]), 0x7E);
+        assert_int_equal(fp8_e4m3_from_f32(-big[i]), 0xFE);
+    }
+    assert_int_equal(fp8_e4m3_from_f32(NAN), FP8_E4M3_NAN);
+    assert_int_equal(fp8_e4m3_from_f32(-NAN), FP8_E4M3_NAN);
+    assert_int_equal(fp8_e4m3_from_f32(bits_f32(0x7F800001u)), FP8_E4M3_NAN); /* signalling */
+    assert_int_equal(fp8_e4m3_from_f32(bits_f32(0xFFC12345u)), FP8_E4M3_NAN);
+    assert_true(isnan(fp8_e4m3_to_f32(0x7F)) && isnan(fp8_e4m3_to_f32(0xFF)));
+    /* underflow: 2^-10 is the tie between 0 and 2^-9 (even: 0); just above rounds up */
+    assert_int_equal(fp8_e4m3_from_f32(0x1p-10f), 0x00);
+    assert_int_equal(fp8_e4m3_from_f32(-0x1p-10f), 0x80);
+    assert_int_equal(fp8_e4m3_from_f32(nextafterf(0x1p-10f, 1.0f)), 0x01);
+    assert_int_equal(fp8_e4m3_from_f32(1e-30f), 0x00);
+    assert_int_equal(fp8_e4m3_from_f32(-0.0f), 0x80);
+}
+
+/* Rows with a scale: q = fp8(x / scale), read back through the table as code * scale; within the normal
+ * range the relative error is at most half an ulp of a 3-bit mantissa, 2^-4. */
+static void test_fp8_rows(void **state)
+{
+    (void)state;
+    rng_state = (uint64_t)time(NULL) ^ 0x5ca1e;
+    const int64_t n = 1237;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y), tab[256];
+    uint8_t *q = malloc((size_t)n);
+    assert_true(x && y && q);
+    const float scales[] = {1.0f, 0.0371f, 3.5f};
+    for (size_t si = 0; si < 3; si++) {
+        float sc = scales[si];
+        for (int64_t i = 0; i < n; i++) x[i] = rnd_normalish() * 8.0f * sc;
+        fp8_e4m3_quantize_row(x, q, n, sc);
+        fp8_e4m3_table(sc, tab);
+        fp8_e4m3_dequantize_row(tab, q, y, n);
+        for (int64_t i = 0; i < n; i++) {
+            assert_int_equal(q[i], fp8_e4m3_from_f32(x[i] / sc));
+            assert_true(y[i] == fp8_e4m3_to_f32(q[i]) * sc);
+            float a = fabsf(x[i] / sc);
+            if (a >= 0x1p-6f && a <= FP8_E4M3_MAX)
+                assert_true(fabs((double)y[i] - x[i]) <= 0x1p-4 * fabs((double)x[i]) * (1 + 1e-6));
+        }
+    }
+    /* the dtype API: scale 1 */
+    ai_err e;
+    assert_int_equal(dtype_quantize_row(DTYPE_F8_E4M3, x, q, n, &e), AI_OK);
+    assert_int_equal(dtype_dequantize_row(DTYPE_F8_E4M3, q, y, n, &e), AI_OK);
+    for (int64_t i = 0; i < n; i++) {
+        assert_int_equal(q[i], fp8_e4m3_from_f32(x[i]));
+        assert_true(y[i] == fp8_e4m3_to_f32(q[i]));
+    }
+    size_t nb;
+    assert_int_equal(dtype_row_bytes(DTYPE_F8_E4M3, 77, &nb, NULL), AI_OK);
+    assert_int_equal(nb, 77);
+    assert_string_equal(dtype_name(DTYPE_F8_E4M3), "f8_e4m3");
+    dtype t;
+    assert_int_equal(dtype_from_ggml(0xFFFFFFFFu, &t, NULL), AI_ERR_UNSUPPORTED); /* no GGUF type */
+    free(x); free(y); free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +380,11 @@ int main(void)
         cmocka_unit_test(test_f16_ties),
         cmocka_unit_test(test_bf16_exhaustive),
         cmocka_unit_test(test_quant_roundtrip),
+        cmocka_unit_test(test_fp8_decode_all),
+        cmocka_unit_test(test_fp8_roundtrip_codes),
+        cmocka_unit_test(test_fp8_round_random),
+        cmocka_unit_test(test_fp8_saturate_nan),
+        cmocka_unit_test(test_fp8_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
