@@ -43,7 +43,8 @@ typedef struct backend_attn {
     const float *q;              /* (n_tok, q_stride) */
     int64_t q_stride;
     const void *k_cache, *v_cache; /* (num_slots, n_head_kv * head_dim[_v]) */
-    dtype kv_type;               /* DTYPE_F16 or DTYPE_F32 */
+    dtype kv_type;               /* DTYPE_F16, DTYPE_F32 or DTYPE_F8_E4M3 (backends that accept it: kv_type_ok) */
+    float k_scale, v_scale;      /* f8_e4m3: an element reads as decode(code) * scale (fp8.h); else unused */
     const int32_t *block_tables; /* (n_seq, max_blocks) */
     const int32_t *q_start;      /* (n_seq + 1) */
     const int32_t *seq_len;      /* (n_seq) */
@@ -117,12 +118,14 @@ typedef struct backend_ops {
                           ai_err *err);
     ai_status (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
     ai_status (*swiglu_rows)(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
-    /* rope of q and k, then kv_store of k and v, in one op (GPU: one launch). */
+    /* rope of q and k, then kv_store of k and v, in one op (GPU: one launch). An f8_e4m3 cache stores
+     * fp8(k / k_scale) and fp8(v / v_scale) (fp8.h: nearest even, saturated to +-448); the scales are
+     * ignored for f16/f32. */
     ai_status (*rope_store)(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
                             int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                             int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
                             const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                            const int32_t *slot, ai_err *err);
+                            float k_scale, float v_scale, const int32_t *slot, ai_err *err);
     ai_status (*gather_rows)(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                              ai_err *err);
     /* y (n_tok, n_out) = x (n_tok, n_in) W^T; scratch is the backend's own (sized by matmul_reserve). */
@@ -133,6 +136,8 @@ typedef struct backend_ops {
     /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch (for
      * matmul and matmul_ex). */
     ai_status (*matmul_reserve)(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err);
+    /* Whether rope_store and attention take a KV cache of dtype t. Optional: NULL = f16 and f32 only. */
+    bool (*kv_type_ok)(void *ctx, dtype t);
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);
     ai_status (*attention)(void *ctx, const backend_attn *a, ai_err *err);
     ai_status (*argmax)(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab, int32_t *out, ai_err *err);

@@ -29,6 +29,7 @@
 
 #include "aiinfra/backend.h"
 #include "aiinfra/model.h"
+#include "aiinfra/runner.h"
 #include "aiinfra/sampler.h"
 #include "aiinfra/status.h"
 #include "aiinfra/tokenizer.h"
@@ -41,6 +42,7 @@ typedef struct engine_params {
     int32_t n_ctx;                  /* longest sequence (prompt + output); 0 = min(n_ctx_train, 8192) */
     int32_t block_size;             /* KV block size; 0 = 16 */
     int64_t kv_blocks;              /* 0 = the runner's default (GPU: 90% of free memory) */
+    runner_kv_dtype kv_cache_dtype; /* KV element type (runner.h); AUTO = f16. fp8 doubles the pool's tokens */
     bool disable_prefix_cache;
     int32_t max_waiting;            /* requests queued but not running at most; beyond: AI_ERR_RANGE
                                      * from engine_submit (HTTP 429/503); 0 = 1024 */

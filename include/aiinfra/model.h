@@ -153,6 +153,8 @@ typedef struct model_ctx_params {
                           * (runner.h) on that backend (e.g. CUDA) with an f16 paged KV cache; the
                           * logits of the last token are copied back after each forward; all_logits
                           * is then refused. The backend must outlive the context. */
+    int kv_cache_dtype;  /* backend mode: the paged cache's runner_kv_dtype (runner.h; 0 = auto, f16). fp8 needs
+                          * backend mode (run the CPU backend for it); the CPU forward refuses it */
 } model_ctx_params;
 
 typedef struct model_ctx model_ctx;

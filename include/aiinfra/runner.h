@@ -9,7 +9,8 @@
  *
  * Memory plan (runner_init, once; nothing is allocated per step):
  *   weights    as stored (CPU: the mmap itself) or uploaded/generated once on the device
- *   KV pool    (n_layer, kv_blocks * block_size, n_head_kv * head_dim[_v]) for K and for V, f16 or f32
+ *   KV pool    (n_layer, kv_blocks * block_size, n_head_kv * head_dim[_v]) for K and for V, f16, f32 or
+ *              f8_e4m3 (runner_params.kv_dtype; fp8 holds twice the tokens of f16 in the same bytes)
  *   arena      activations for max_tokens rows, logits for max_seqs rows, step metadata, attention work
  */
 #ifndef AIINFRA_RUNNER_H
@@ -21,6 +22,10 @@
 #include "aiinfra/backend.h"
 #include "aiinfra/model.h"
 
+/* Element type of the KV cache (`--kv-cache-dtype`). AUTO is f16 (f32 with the older kv_f32 flag). FP8 is OCP
+ * e4m3 with a per-tensor scale (runner_params.k_scale, v_scale): vLLM's `--kv-cache-dtype fp8`. */
+typedef enum runner_kv_dtype { RUNNER_KV_AUTO = 0, RUNNER_KV_F16, RUNNER_KV_F32, RUNNER_KV_FP8 } runner_kv_dtype;
+
 typedef struct runner_params {
     int32_t max_tokens;   /* new tokens per step at most (prefill chunk budget); 0 = 512 */
     int32_t max_seqs;     /* sequences per step at most; 0 = 256 */
@@ -28,7 +33,9 @@ typedef struct runner_params {
     int32_t block_size;   /* KV block size in tokens (power of two); 0 = 16 */
     int64_t kv_blocks;    /* blocks in the pool; 0 = fill kv_mem_frac of free memory (CPU: max_seqs * n_ctx) */
     float kv_mem_frac;    /* 0 = 0.9 */
-    bool kv_f32;          /* f32 KV (tests); default f16 */
+    bool kv_f32;          /* f32 KV (tests), the same as kv_dtype RUNNER_KV_F32; default f16 */
+    runner_kv_dtype kv_dtype; /* AUTO (0) = f16, or f32 with kv_f32 */
+    float k_scale, v_scale;   /* fp8 KV: the per-tensor scales, stored = fp8(x / scale); 0 = 1.0 (uncalibrated) */
     bool no_graphs;       /* do not capture decode steps as graphs */
     unsigned fuse;        /* RUNNER_FUSE_* bits: the ops that run inside a matmul_ex (prologue or epilogue)
                            * instead of as kernels of their own; 0 = RUNNER_FUSE_AUTO */
@@ -91,6 +98,12 @@ unsigned runner_fusions(const runner *r, int32_t n_tok); /* the RUNNER_FUSE_* bi
  * KV cache per token (all layers, K + V). */
 uint64_t runner_weight_bytes(const runner *r);
 uint64_t runner_kv_bytes_per_token(const runner *r);
+/* The KV cache's element dtype (DTYPE_F16, DTYPE_F32 or DTYPE_F8_E4M3) and its fp8 scales. */
+dtype runner_kv_type(const runner *r);
+void runner_kv_scales(const runner *r, float *k_scale, float *v_scale);
+/* "auto", "f16", "f32", "fp8" or "fp8_e4m3" -> *out; false for anything else. runner_kv_dtype_name: the reverse. */
+bool runner_kv_dtype_parse(const char *s, runner_kv_dtype *out);
+const char *runner_kv_dtype_name(runner_kv_dtype k);
 
 /* Shapes of well-known models for synthetic runs: "llama3-8b", "llama-1b", "qwen2-7b",
  * "smollm2-135m"; names listed in runner_preset_names. */

@@ -121,7 +121,7 @@ ai_status engine_init(engine **out, const model *m, const tokenizer *tok, backen
     e->n_vocab = cfg->n_vocab;
     e->entropy = read_entropy();
     runner_params rp = {.max_tokens = q.max_num_batched_tokens, .max_seqs = q.max_num_seqs, .n_ctx = q.n_ctx,
-                        .block_size = q.block_size, .kv_blocks = q.kv_blocks};
+                        .block_size = q.block_size, .kv_blocks = q.kv_blocks, .kv_dtype = q.kv_cache_dtype};
     ai_status st = runner_init(&e->run, be, cfg, m, m ? NULL : q.random, &rp, err);
     if (st != AI_OK) {
         engine_free(e);

@@ -54,7 +54,8 @@ struct model_ctx {
 static ai_status ctx_init_backend(model_ctx *x, const model *m, const model_ctx_params *d, ai_err *err)
 {
     if (d->all_logits) return ai_err_set(err, AI_ERR_UNSUPPORTED, "model_ctx: all_logits needs the CPU forward");
-    runner_params rp = {.max_tokens = d->n_batch, .max_seqs = 1, .n_ctx = d->n_ctx};
+    runner_params rp = {.max_tokens = d->n_batch, .max_seqs = 1, .n_ctx = d->n_ctx,
+                        .kv_dtype = (runner_kv_dtype)d->kv_cache_dtype};
     rp.kv_blocks = (d->n_ctx + 15) / 16;
     ai_status st = runner_init(&x->run, d->backend, NULL, m, NULL, &rp, err);
     if (st != AI_OK) return st;
@@ -98,6 +99,10 @@ ai_status model_ctx_init(model_ctx **out, const model *m, const model_ctx_params
         d.n_threads = n > 0 ? (int)(n > 256 ? 256 : n) : 1;
     }
     if (d.n_threads > 1024) return ai_err_set(err, AI_ERR_RANGE, "model_ctx: n_threads %d > 1024", d.n_threads);
+    if (!d.backend && d.kv_cache_dtype != RUNNER_KV_AUTO && d.kv_cache_dtype != RUNNER_KV_F16 &&
+        d.kv_cache_dtype != RUNNER_KV_F32)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "model_ctx: a %s KV cache needs a backend (the paged runner)",
+                          runner_kv_dtype_name((runner_kv_dtype)d.kv_cache_dtype));
 
     model_ctx *x = calloc(1, sizeof *x);
     if (!x) return ai_err_set(err, AI_ERR_NOMEM, "model_ctx: out of memory");

@@ -4,6 +4,7 @@
  * attention scratch), then each region is allocated once. The step (step.c) allocates nothing.
  * On a CPU backend the weights stay in the model's mmap (the backend has no weight_upload).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,7 +255,31 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
-    r->kv_type = d.kv_f32 ? DTYPE_F32 : DTYPE_F16;
+    switch (d.kv_dtype) {
+    case RUNNER_KV_AUTO: r->kv_type = d.kv_f32 ? DTYPE_F32 : DTYPE_F16; break;
+    case RUNNER_KV_F16: r->kv_type = DTYPE_F16; break;
+    case RUNNER_KV_F32: r->kv_type = DTYPE_F32; break;
+    case RUNNER_KV_FP8: r->kv_type = DTYPE_F8_E4M3; break;
+    default:
+        runner_free(r);
+        return ai_err_set(err, AI_ERR_INVALID, "runner: unknown kv_dtype %d", (int)d.kv_dtype);
+    }
+    r->k_scale = d.k_scale > 0 ? d.k_scale : 1.0f;
+    r->v_scale = d.v_scale > 0 ? d.v_scale : 1.0f;
+    if (!(d.k_scale >= 0 && isfinite(d.k_scale) && d.v_scale >= 0 && isfinite(d.v_scale))) {
+        runner_free(r);
+        return ai_err_set(err, AI_ERR_INVALID, "runner: KV scales must be finite and > 0 (k %g, v %g)",
+                          (double)d.k_scale, (double)d.v_scale);
+    }
+    {
+        bool ok = be->ops->kv_type_ok ? be->ops->kv_type_ok(be->ctx, r->kv_type)
+                                      : r->kv_type == DTYPE_F16 || r->kv_type == DTYPE_F32;
+        if (!ok) {
+            runner_free(r);
+            return ai_err_set(err, AI_ERR_UNSUPPORTED, "runner: the %s backend has no %s KV cache (--kv-cache-dtype)",
+                              be->ops->name, dtype_name(r->kv_type));
+        }
+    }
     r->freq_scale = cfg->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / cfg->rope_factor : 1.0f;
     const backend_ops *o = be->ops;
     void *bc = be->ctx;
@@ -320,7 +345,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     }
 
     /* KV pool last: on a GPU it takes a fraction of what is left */
-    size_t es = r->kv_type == DTYPE_F16 ? 2 : 4;
+    size_t es = dtype_get(r->kv_type)->block_bytes;
     r->kv_k_layer = 0;
     size_t per_block = (size_t)c->n_layer * (size_t)d.block_size * (kvd + kvdv) * es;
     int64_t nb = d.kv_blocks;
@@ -371,5 +396,31 @@ uint64_t runner_kv_bytes_per_token(const runner *r)
 {
     const model_config *c = &r->cfg;
     return (uint64_t)c->n_layer * (uint64_t)c->n_head_kv * (uint64_t)(c->head_dim + c->head_dim_v) *
-           (r->kv_type == DTYPE_F16 ? 2u : 4u);
+           dtype_get(r->kv_type)->block_bytes;
+}
+dtype runner_kv_type(const runner *r) { return r->kv_type; }
+void runner_kv_scales(const runner *r, float *k_scale, float *v_scale)
+{
+    *k_scale = r->k_scale;
+    *v_scale = r->v_scale;
+}
+
+static const char *const KV_NAMES[] = {[RUNNER_KV_AUTO] = "auto", [RUNNER_KV_F16] = "f16", [RUNNER_KV_F32] = "f32",
+                                       [RUNNER_KV_FP8] = "fp8"};
+
+bool runner_kv_dtype_parse(const char *s, runner_kv_dtype *out)
+{
+    for (int k = 0; k < (int)(sizeof KV_NAMES / sizeof KV_NAMES[0]); k++)
+        if (!strcmp(s, KV_NAMES[k])) {
+            *out = (runner_kv_dtype)k;
+            return true;
+        }
+    if (strcmp(s, "fp8_e4m3")) return false;
+    *out = RUNNER_KV_FP8;
+    return true;
+}
+
+const char *runner_kv_dtype_name(runner_kv_dtype k)
+{
+    return (unsigned)k < sizeof KV_NAMES / sizeof KV_NAMES[0] ? KV_NAMES[k] : "?";
 }

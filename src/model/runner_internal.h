@@ -26,7 +26,8 @@ struct runner {
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */
     size_t kv_k_layer, kv_v_layer; /* bytes per layer */
-    dtype kv_type;
+    dtype kv_type;               /* DTYPE_F16, DTYPE_F32 or DTYPE_F8_E4M3 */
+    float k_scale, v_scale;      /* f8_e4m3 cache: stored = fp8(x / scale) */
     void *arena;
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up, *xl, *logits;
     int32_t *d_meta, *h_meta;    /* step metadata, device and host copies (meta_ints ints) */

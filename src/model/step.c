@@ -70,7 +70,8 @@ static ai_status step_body(void *arg, ai_err *err)
     const int32_t qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim, kvdv = c->n_head_kv * c->head_dim_v;
     const int32_t *tok = meta(r, META_TOKENS, true), *pos = meta(r, META_POS, true), *slot = meta(r, META_SLOT, true);
     const int neox = c->rope_kind == MODEL_ROPE_NEOX;
-    backend_attn at = {.out = r->att, .q = r->q, .q_stride = qd, .kv_type = r->kv_type,
+    backend_attn at = {.out = r->att, .q = r->q, .q_stride = qd, .kv_type = r->kv_type, .k_scale = r->k_scale,
+                       .v_scale = r->v_scale,
                        .block_tables = meta(r, META_BT, true), .q_start = meta(r, META_QSTART, true),
                        .seq_len = meta(r, META_SEQLEN, true), .n_seq = r->n_seq, .n_tok = n,
                        .max_blocks = r->bt_cols, .max_q_len = r->max_q, .max_seq_len = r->len_bound,
@@ -122,7 +123,7 @@ static ai_status step_body(void *arg, ai_err *err)
         }
         TRY(o->rope_store(bc, q, qs, k, ks, v, vs, n, c->n_head, c->n_head_kv, c->head_dim, c->head_dim_v,
                           c->rope_dim, pos, c->rope_base, r->freq_scale, r->rope_factors, neox, kc, vc, r->kv_type,
-                          slot, err));
+                          r->k_scale, r->v_scale, slot, err));
         at.k_cache = kc;
         at.v_cache = vc;
         at.q_stride = qs;

@@ -30,7 +30,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--threads N] [--seed S] [--json]\n"
+            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--kv-cache-dtype auto|f16|fp8]\n"
+            "                     [--threads N] [--seed S] [--json]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
     return 2;
@@ -48,6 +49,7 @@ typedef struct bench_opts {
     int batch, prompt, gen, block, chunk, threads;
     bool random, json, no_graphs;
     unsigned fuse; /* RUNNER_FUSE_* */
+    runner_kv_dtype kv;
     uint64_t seed;
 } bench_opts;
 
@@ -104,6 +106,7 @@ static bool parse(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--no-graphs")) o->no_graphs = true;
         else if (!strcmp(a, "--fuse") && v && parse_fuse(v, &o->fuse)) i++;
+        else if (!strcmp(a, "--kv-cache-dtype") && v && runner_kv_dtype_parse(v, &o->kv)) i++;
         else return false;
     }
     return (o->model != NULL) != (o->arch != NULL) && (!o->arch || o->random);
@@ -180,7 +183,7 @@ int cmd_bench(int argc, char **argv)
     if (chunk < B) chunk = B;
     runner_params rp = {.max_tokens = chunk, .max_seqs = B, .n_ctx = nbps * bs, .block_size = bs,
                         .kv_blocks = (int64_t)B * nbps, .no_graphs = o.no_graphs,
-                        .fuse = o.fuse};
+                        .fuse = o.fuse, .kv_dtype = o.kv};
     if (rp.n_ctx > cfg.n_ctx_train) rp.n_ctx = cfg.n_ctx_train;
     if (ctx > rp.n_ctx) {
         ai_err_set(&err, AI_ERR_RANGE, "prompt + gen = %d exceeds the model's context %d", ctx, cfg.n_ctx_train);
@@ -261,14 +264,15 @@ int cmd_bench(int argc, char **argv)
     fuse_name(fuse_pf, runner_fusions(r, chunk));
     if (o.json) {
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
-               "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"graphs\": %s, \"fuse\": \"%s\", "
+               "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"kv_cache_dtype\": \"%s\", "
+               "\"graphs\": %s, \"fuse\": \"%s\", "
                "\"fuse_prefill\": \"%s\", "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
                "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
                "\"prefill_frac_of_bound\": %.4f}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
-               o.no_graphs ? "false" : "true", fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
+               dtype_name(runner_kv_type(r)), o.no_graphs ? "false" : "true", fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
                step_flops, decode_bound, decode_tps / decode_bound, prefill_bound,
                prefill_bound > 0 ? prefill_tps / prefill_bound : 0);
     } else {
@@ -277,6 +281,8 @@ int cmd_bench(int argc, char **argv)
         printf("ceilings   copy %.0f GB/s (read + write), bf16 matmul %.0f TFLOP/s (measured now)\n", copy_gbs, mm_tflops);
         printf("load       %.0f ms (weights %.2f GiB), fused into the matmuls: %s (decode), %s (prefill)\n", load_ms,
                (double)runner_weight_bytes(r) / (1 << 30), fuse, fuse_pf);
+        printf("kv cache   %s, %llu bytes per token\n", dtype_name(runner_kv_type(r)),
+               (unsigned long long)runner_kv_bytes_per_token(r));
         printf("prefill    %d x %d tokens: %.0f tok/s", B, P, prefill_tps);
         if (prefill_bound > 0) printf("  (compute bound %.0f tok/s: %.0f%%)", prefill_bound, 100 * prefill_tps / prefill_bound);
         printf("\ndecode     %d x %d steps: %.1f tok/s, %.3f ms/step (median)\n", B, nt, decode_tps, med);

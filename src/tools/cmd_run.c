@@ -18,6 +18,7 @@
 #include "aiinfra/generate.h"
 #include "aiinfra/backend.h"
 #include "aiinfra/model.h"
+#include "aiinfra/runner.h"
 #include "aiinfra/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -31,8 +32,9 @@ static int usage(void)
             "                   [--min-p P] [--seed S] [--repeat-penalty R] [--chat] [--system TEXT]\n"
             "                   [-t THREADS] [--ctx N] [--batch N] [--kv f32|f16] [--stop TEXT]... [--ignore-eos]\n"
             "                   [--dump FILE.json] [--logits FILE.f32] [--all-logits FILE.f32]\n"
-            "                   [--prompt-ids \"ID ID ...\"] [--backend cpu|cuda] [-q]\n"
-            "  prints only the generated text on stdout; -m defaults to the default model\n");
+            "                   [--prompt-ids \"ID ID ...\"] [--backend cpu|cuda] [--kv-cache-dtype auto|f16|fp8] [-q]\n"
+            "  prints only the generated text on stdout; -m defaults to the default model\n"
+            "  --kv-cache-dtype fp8 runs the sequence through the paged runner (on the CPU: the CPU backend)\n");
     return 2;
 }
 
@@ -113,6 +115,15 @@ int cmd_run(int argc, char **argv)
             if (strcmp(t, "f16") && strcmp(t, "f32")) { fprintf(stderr, "aiinfra run: --kv takes f32 or f16\n"); return 2; }
             cp.kv_f16 = !strcmp(t, "f16");
         }
+        else if (!strcmp(a, "--kv-cache-dtype") && more) {
+            runner_kv_dtype k;
+            if (!runner_kv_dtype_parse(argv[++i], &k)) {
+                fprintf(stderr, "aiinfra run: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", argv[i]);
+                return 2;
+            }
+            cp.kv_cache_dtype = (int)k;
+            if (k == RUNNER_KV_F16 || k == RUNNER_KV_F32) cp.kv_f16 = k == RUNNER_KV_F16; /* the CPU forward's cache */
+        }
         else if (!strcmp(a, "--stop") && more) {
             if (n_stops == MAX_STOPS) { fprintf(stderr, "aiinfra run: at most %d --stop\n", MAX_STOPS); return 2; }
             stops[n_stops++] = argv[++i];
@@ -168,7 +179,8 @@ int cmd_run(int argc, char **argv)
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
     cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
-    if (strcmp(backend_name, "cpu")) { /* cpu: the one-sequence forward of model_ctx itself */
+    /* cpu: the one-sequence forward of model_ctx itself, except for an fp8 cache (the runner on the CPU backend) */
+    if (strcmp(backend_name, "cpu") || cp.kv_cache_dtype == RUNNER_KV_FP8) {
         if (cli_open_backend(backend_name, cp.n_threads, &be, &err) != AI_OK) goto fail;
         cp.backend = &be;
     }

@@ -26,7 +26,8 @@ static int usage(void)
             "usage: aiinfra serve (-m MODEL | --arch NAME --random-weights --tokenizer PATH [--dtype T])\n"
             "                     [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--backend cpu|cuda]\n"
             "                     [-t THREADS] [--max-num-seqs N] [--max-num-batched-tokens N] [--ctx N]\n"
-            "                     [--max-waiting N] [--kv-blocks N] [--served-model-name NAME] [--max-body BYTES]\n"
+            "                     [--max-waiting N] [--kv-blocks N] [--kv-cache-dtype auto|f16|fp8]\n"
+            "                     [--served-model-name NAME] [--max-body BYTES]\n"
             "  OpenAI-compatible API: /v1/completions /v1/chat/completions /v1/models /health /metrics\n"
             "  /tokenize /detokenize; SIGTERM/SIGINT drain the requests in flight and exit 0\n");
     return 2;
@@ -55,6 +56,12 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--arch") && more) arch = argv[++i];
         else if (!strcmp(a, "--tokenizer") && more) tokpath = argv[++i];
         else if (!strcmp(a, "--random-weights")) random = true;
+        else if (!strcmp(a, "--kv-cache-dtype") && more) {
+            if (!runner_kv_dtype_parse(argv[++i], &ep.kv_cache_dtype)) {
+                fprintf(stderr, "aiinfra serve: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--dtype") && more) {
             const char *t = argv[++i];
             int found = -1;
@@ -112,9 +119,9 @@ int cmd_serve(int argc, char **argv)
                         .model_path = mpath, .max_body = max_body};
     if (server_init(&srv, e, tok, &sp, &err) != AI_OK || server_run(srv, &err) != AI_OK) goto fail;
     const model_config *mc = engine_model_config(e);
-    fprintf(stderr, "aiinfra serve: %s%s (%s, %d layers, vocab %d), n_ctx %d, backend %s\n", arch ? arch : mpath,
-            arch ? " [random weights]" : "", model_arch_name(mc->arch), mc->n_layer, mc->n_vocab, engine_n_ctx(e),
-            backend_name);
+    fprintf(stderr, "aiinfra serve: %s%s (%s, %d layers, vocab %d), n_ctx %d, backend %s, kv cache %s\n",
+            arch ? arch : mpath, arch ? " [random weights]" : "", model_arch_name(mc->arch), mc->n_layer, mc->n_vocab,
+            engine_n_ctx(e), backend_name, runner_kv_dtype_name(ep.kv_cache_dtype));
     fprintf(stderr, "aiinfra serve: listening on http://%s:%d\n", host, server_port(srv));
     fflush(stderr);
 

@@ -448,3 +448,27 @@ def test_model_without_chat_template(aiinfra_bin):
         assert r.json()["choices"][0]["text"] == HF_TOK.decode(EXPECTED["prompts"][0]["greedy"])
     finally:
         assert s.stop() == 0, s.stderr()
+
+
+def test_kv_cache_dtype_fp8(aiinfra_bin, model_dir):
+    """--kv-cache-dtype fp8: the server announces the fp8 cache, and a greedy completion equals
+    `aiinfra run --kv-cache-dtype fp8` on the same prompt ids (both the paged runner over an e4m3 cache on
+    the CPU backend, so the tokens must be identical)."""
+    p = EXPECTED["prompts"][0]
+    run = subprocess.run([str(aiinfra_bin), "run", "-m", str(model_dir), "--prompt-ids", " ".join(map(str, p["ids"])),
+                          "-n", "12", "--ignore-eos", "--kv-cache-dtype", "fp8", "-q"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    s = start_or_skip(aiinfra_bin, model_dir, "--kv-cache-dtype", "fp8")
+    try:
+        assert "kv cache fp8" in s.stderr()
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0, timeout=60)
+        r = client.completions.create(model="tiny", prompt=p["ids"], max_tokens=12, temperature=0,
+                                      extra_body={"ignore_eos": True})
+        assert r.usage.completion_tokens == 12
+        assert r.choices[0].text == run.stdout
+    finally:
+        assert s.stop() == 0, s.stderr()
+    bad = subprocess.run([str(aiinfra_bin), "serve", "-m", str(model_dir), "--kv-cache-dtype", "int4"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--kv-cache-dtype" in bad.stderr

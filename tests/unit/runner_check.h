@@ -8,6 +8,7 @@
  * sequence alone with a contiguous f32 cache, within rel_tol (max |diff| / max |ref|), and the
  * greedy token must be the same whenever the reference's top two logits are apart by more than the
  * tolerance. fuse (runner_params) picks which ops run inside the matmuls: every combination must agree.
+ * kv picks the cache's element type (f32, f16 or fp8 e4m3); the reference always keeps f32.
  */
 #ifndef AIINFRA_RUNNER_CHECK_H
 #define AIINFRA_RUNNER_CHECK_H
@@ -24,7 +25,7 @@
 #define RC_NSEQ 2
 #define RC_LEN 24
 
-static void runner_check(backend *be, const char *path, bool kv_f32, double rel_tol, unsigned fuse)
+static void runner_check(backend *be, const char *path, runner_kv_dtype kv, double rel_tol, unsigned fuse)
 {
     ai_err err = {0};
     model *m = NULL;
@@ -32,7 +33,7 @@ static void runner_check(backend *be, const char *path, bool kv_f32, double rel_
     const model_config *c = &m->cfg;
     runner *r = NULL;
     runner_params rp = {.max_tokens = 16, .max_seqs = 4, .n_ctx = 64, .block_size = 4, .kv_blocks = 40,
-                        .kv_f32 = kv_f32, .fuse = fuse};
+                        .kv_dtype = kv, .fuse = fuse};
     if (runner_init(&r, be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("runner_init: %s", err.msg);
     model_ctx *ref[RC_NSEQ];
     for (int s = 0; s < RC_NSEQ; s++) {
@@ -101,7 +102,7 @@ static void runner_check(backend *be, const char *path, bool kv_f32, double rel_
         }
     }
     printf("  %s (%s, kv %s, fuse %u): worst relative logit error %.2g over %zu steps\n", path, be->ops->name,
-           kv_f32 ? "f32" : "f16", fuse, worst, sizeof plan / sizeof plan[0]);
+           dtype_name(runner_kv_type(r)), fuse, worst, sizeof plan / sizeof plan[0]);
     free(logits);
     for (int s = 0; s < RC_NSEQ; s++) model_ctx_free(ref[s]);
     runner_free(r);

@@ -24,7 +24,7 @@ static void test_cuda_runner_kv_f32(void **state)
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
     for (unsigned f = 0; f < 9; f++) /* every combination of RUNNER_FUSE_*, then AUTO */
         for (int i = 0; runner_check_models[i]; i++)
-            runner_check(&be, runner_check_models[i], true, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);
+            runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);
     backend_free(&be);
 }
 
@@ -34,7 +34,7 @@ static void test_cuda_runner_kv_f16(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], false, 2e-2, 0);
+    for (int i = 0; runner_check_models[i]; i++) runner_check(&be, runner_check_models[i], RUNNER_KV_F16, 2e-2, 0);
     backend_free(&be);
 }
 
@@ -53,7 +53,7 @@ static void test_cuda_runner_real_q4_1(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    runner_check(&be, path, false, 5e-2, 0);
+    runner_check(&be, path, RUNNER_KV_F16, 5e-2, 0);
 
     model *m = NULL;
     if (model_open(&m, path, &err) != AI_OK) fail_msg("%s", err.msg);

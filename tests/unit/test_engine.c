@@ -162,7 +162,8 @@ static void fix_open(fix *f, const char *name, const engine_params *p)
     if (backend_cpu_init(&f->be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
     if (model_open(&f->m, path, &err) != AI_OK) fail_msg("%s", err.msg);
     if (model_load_tokenizer(f->m, &f->tok, &err) != AI_OK) fail_msg("%s", err.msg);
-    model_ctx_params mp = {.n_ctx = 256, .n_batch = 64, .n_threads = 2, .backend = &f->be};
+    model_ctx_params mp = {.n_ctx = 256, .n_batch = 64, .n_threads = 2, .backend = &f->be,
+                           .kv_cache_dtype = p ? (int)p->kv_cache_dtype : 0}; /* the engine's KV dtype */
     if (model_ctx_init(&f->ref_ctx, f->m, &mp, &err) != AI_OK) fail_msg("%s", err.msg);
     if (generate_session_init(&f->ref, f->ref_ctx, f->tok, &err) != AI_OK) fail_msg("%s", err.msg);
     if (engine_init(&f->e, f->m, f->tok, &f->be, p, &err) != AI_OK) fail_msg("engine_init: %s", err.msg);
@@ -351,6 +352,16 @@ static void test_chunked_prefill(void **state)
 {
     run_many("llama", &(engine_params){.max_num_seqs = 4, .max_num_batched_tokens = 16, .n_ctx = 256}, 6, 60, 60,
              false);
+}
+
+/* An fp8 e4m3 KV cache (--kv-cache-dtype fp8): batched, chunked requests give the same greedy tokens as
+ * each prompt run alone through an fp8 runner (rounding K/V is per value, so batching cannot change it). */
+static void test_kv_fp8(void **state)
+{
+    run_many("llama", &(engine_params){.max_num_seqs = 8, .max_num_batched_tokens = 32, .n_ctx = 256,
+                                       .kv_cache_dtype = RUNNER_KV_FP8}, 10, 4, 60, false);
+    run_many("qwen3", &(engine_params){.max_num_seqs = 4, .max_num_batched_tokens = 16, .n_ctx = 256,
+                                       .kv_cache_dtype = RUNNER_KV_FP8}, 5, 30, 50, false);
 }
 
 // --- 4. preemption --------------------------------------------------------------------------------------------
@@ -809,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_abort),            cmocka_unit_test(test_stops_and_length),
         cmocka_unit_test(test_n_samples),        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_prefix_cache),     cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_kv_fp8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

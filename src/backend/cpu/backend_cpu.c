@@ -15,6 +15,7 @@
 
 #include "aiinfra/backend.h"
 #include "aiinfra/cpu_kernels.h"
+#include "aiinfra/fp8.h"
 #include "aiinfra/model.h"
 #include "aiinfra/threadpool.h"
 #include "model/model_internal.h"
@@ -155,14 +156,17 @@ static ai_status cb_swiglu_rows(void *ctx, float *out, const float *gu, int32_t 
     return AI_OK;
 }
 
-static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
-                             const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
-                             const int32_t *slot, ai_err *err)
+static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_type, float k_scale, float v_scale,
+                             const float *k, int64_t k_stride, const float *v, int64_t v_stride, int32_t n_tok,
+                             int32_t kvd, int32_t kvdv, const int32_t *slot, ai_err *err)
 {
     for (int32_t t = 0; t < n_tok; t++) {
         if (slot[t] < 0) continue;
         size_t s = (size_t)slot[t];
-        if (kv_type == DTYPE_F16) {
+        if (kv_type == DTYPE_F8_E4M3) {
+            fp8_e4m3_quantize_row(k + t * k_stride, (uint8_t *)k_cache + s * (size_t)kvd, kvd, k_scale);
+            fp8_e4m3_quantize_row(v + t * v_stride, (uint8_t *)v_cache + s * (size_t)kvdv, kvdv, v_scale);
+        } else if (kv_type == DTYPE_F16) {
             dtype_f32_to_f16_row(k + t * k_stride, (uint16_t *)k_cache + s * (size_t)kvd, kvd);
             dtype_f32_to_f16_row(v + t * v_stride, (uint16_t *)v_cache + s * (size_t)kvdv, kvdv);
         } else {
@@ -177,11 +181,11 @@ static ai_status cb_rope_store(void *ctx, float *q, int64_t q_stride, float *k, 
                                int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                                int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
                                const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                               const int32_t *slot, ai_err *err)
+                               float k_scale, float v_scale, const int32_t *slot, ai_err *err)
 {
     cb_rope(ctx, q, n_tok, n_head, q_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
     cb_rope(ctx, k, n_tok, n_head_kv, k_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
-    return cb_kv_store(ctx, k_cache, v_cache, kv_type, k, k_stride, v, v_stride, n_tok, n_head_kv * head_dim,
+    return cb_kv_store(ctx, k_cache, v_cache, kv_type, k_scale, v_scale, k, k_stride, v, v_stride, n_tok, n_head_kv * head_dim,
                        n_head_kv * head_dim_v, slot, err);
 }
 
@@ -256,19 +260,26 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
 
 
 /* One (query token, head) per task. Each thread's scratch: scores (max_seq_len), then one K row and one V
- * row converted to f32 (F16C through dtype_f16_to_f32_row for an f16 cache), so the products run on
- * the vectorized f32 dot of the CPU kernels instead of a scalar conversion per element. */
+ * row converted to f32 (F16C through dtype_f16_to_f32_row for an f16 cache; for fp8 a lookup in a
+ * 256-entry table per tensor that has the scale folded in), so the products run on the vectorized f32
+ * dot of the CPU kernels instead of a scalar conversion per element. */
 typedef struct attn_ctx {
     const backend_attn *a;
     cpu_dot_fn dot;
     dtype_f16_row_fn f16_row;
+    float k_tab[256], v_tab[256]; /* fp8 cache: decode(code) * k_scale / v_scale */
 } attn_ctx;
 
 static size_t attn_stride(const backend_attn *a) { return (size_t)a->max_seq_len + (size_t)a->head_dim + (size_t)a->head_dim_v; }
 
-static const float *kv_row(const attn_ctx *c, const void *cache, size_t base, int32_t n, float *buf)
+static const float *kv_row(const attn_ctx *c, const void *cache, size_t base, int32_t n, float *buf,
+                           const float *fp8_tab)
 {
     if (c->a->kv_type == DTYPE_F32) return (const float *)cache + base;
+    if (c->a->kv_type == DTYPE_F8_E4M3) {
+        fp8_e4m3_dequantize_row(fp8_tab, (const uint8_t *)cache + base, buf, n);
+        return buf;
+    }
     c->f16_row((const uint16_t *)cache + base, buf, n);
     return buf;
 }
@@ -296,7 +307,7 @@ static void attn_task(void *ctx, int64_t task, int thread)
     float mx = -INFINITY;
     for (int32_t j = 0; j <= p; j++) {
         size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
-        const float *k = kv_row(c, a->k_cache, row * kvd + (size_t)kvh * (size_t)a->head_dim, a->head_dim, kbuf);
+        const float *k = kv_row(c, a->k_cache, row * kvd + (size_t)kvh * (size_t)a->head_dim, a->head_dim, kbuf, c->k_tab);
         scores[j] = c->dot(a->head_dim, k, q) * a->scale;
         if (scores[j] > mx) mx = scores[j];
     }
@@ -309,11 +320,13 @@ static void attn_task(void *ctx, int64_t task, int thread)
     for (int32_t j = 0; j <= p; j++) {
         size_t row = (size_t)bt[j / a->block_size] * (size_t)a->block_size + (size_t)(j % a->block_size);
         const float *v = kv_row(c, a->v_cache, row * kvdv + (size_t)kvh * (size_t)a->head_dim_v,
-                                a->head_dim_v, vbuf);
+                                a->head_dim_v, vbuf, c->v_tab);
         float w = scores[j] / sum;
         for (int32_t i = 0; i < a->head_dim_v; i++) out[i] += w * v[i];
     }
 }
+
+static bool cb_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 
 static size_t cb_attention_work_size(void *ctx, const backend_attn *a)
 {
@@ -326,8 +339,14 @@ static ai_status cb_attention(void *ctx, const backend_attn *a, ai_err *err)
     cpu_be *b = ctx;
     if (a->work_size < cb_attention_work_size(ctx, a))
         return ai_err_set(err, AI_ERR_INVALID, "cpu attention: work of %zu bytes is too small", a->work_size);
+    if (!cb_kv_type_ok(ctx, a->kv_type))
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cpu attention: KV dtype %s", dtype_name(a->kv_type));
     attn_ctx c = {.a = a, .dot = cpu_dot_get(b->isa, DTYPE_F32), .f16_row = b->f16_row};
     if (!c.dot) c.dot = cpu_dot_get(CPU_ISA_SCALAR, DTYPE_F32);
+    if (a->kv_type == DTYPE_F8_E4M3) {
+        fp8_e4m3_table(a->k_scale, c.k_tab);
+        fp8_e4m3_table(a->v_scale, c.v_tab);
+    }
     threadpool_run(b->pool, (int64_t)a->n_tok * a->n_head, attn_task, &c);
     return AI_OK;
 }
@@ -387,7 +406,7 @@ static const backend_ops cpu_ops = {
     .weight_upload = NULL, .weight_random = cb_weight_random, .fill_f32 = cb_fill_f32, .embed = cb_embed,
     .rmsnorm = cb_rmsnorm, .add_rmsnorm = cb_add_rmsnorm, .add_bias = cb_add_bias,
     .swiglu = cb_swiglu, .swiglu_rows = cb_swiglu_rows, .gather_rows = cb_gather_rows, .rope_store = cb_rope_store, .matmul = cb_matmul, .matmul_ex = cb_matmul_ex,
-    .matmul_reserve = cb_matmul_reserve, .attention_work_size = cb_attention_work_size,
+    .matmul_reserve = cb_matmul_reserve, .kv_type_ok = cb_kv_type_ok, .attention_work_size = cb_attention_work_size,
     .attention = cb_attention, .argmax = cb_argmax, .run = cb_run, .elapsed_ms = cb_elapsed_ms, .ceilings = cb_ceilings,
 };
 

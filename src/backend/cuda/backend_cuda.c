@@ -167,6 +167,7 @@ static ai_status cu_rope_store(void *ctx, float *q, int64_t q_stride, float *k, 
                                int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                                int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
                                const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                               float k_scale, float v_scale,
                                const int32_t *slot, ai_err *err)
 {
     return cuk_rope_store(S(ctx), q, q_stride, k, k_stride, v, v_stride, n_tok, n_head, n_head_kv, head_dim, head_dim_v,
