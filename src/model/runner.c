@@ -275,9 +275,10 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         bool ok = be->ops->kv_type_ok ? be->ops->kv_type_ok(be->ctx, r->kv_type)
                                       : r->kv_type == DTYPE_F16 || r->kv_type == DTYPE_F32;
         if (!ok) {
+            const dtype kt = r->kv_type;
             runner_free(r);
             return ai_err_set(err, AI_ERR_UNSUPPORTED, "runner: the %s backend has no %s KV cache (--kv-cache-dtype)",
-                              be->ops->name, dtype_name(r->kv_type));
+                              be->ops->name, dtype_name(kt));
         }
     }
     r->freq_scale = cfg->rope_scaling == MODEL_ROPE_SCALING_LINEAR ? 1.0f / cfg->rope_factor : 1.0f;
