@@ -1,7 +1,7 @@
 """Byte parity of our quantizers and dequantizers with the `gguf` package's gguf.quants (numpy
 reference implementations of ggml's quantize_row_*_ref) and numpy's float16.
 
-How: the test compiles src/core/dtype.c (+ status.c) into a small shared object with gcc and calls
+How: the test compiles src/core/dtype.c (+ fp8.c, status.c) into a small shared object with gcc and calls
 dtype_quantize_row / dtype_dequantize_row through ctypes. Building from sources (not from
 build/libaiinfra.a) keeps it independent of -fPIC in the main build. Inputs are fresh random rows
 (seed printed on failure) including all-zero, constant and tiny-magnitude blocks.
@@ -33,7 +33,7 @@ def lib(tmp_path_factory):
     if not cc:
         pytest.skip("no C compiler to build the ctypes shim")
     so = tmp_path_factory.mktemp("dtype") / "libdtype_test.so"
-    srcs = [ROOT / "src/core/dtype.c", ROOT / "src/core/status.c"]
+    srcs = [ROOT / "src/core/dtype.c", ROOT / "src/core/fp8.c", ROOT / "src/core/status.c"]
     subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-fPIC", "-shared",
                     f"-I{ROOT / 'include'}", "-o", str(so), *map(str, srcs), "-lm"], check=True)
     L = ctypes.CDLL(str(so))
