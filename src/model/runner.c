@@ -220,6 +220,13 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
 {
     *out = NULL;
     if (!m && !rnd) return ai_err_set(err, AI_ERR_INVALID, "runner: neither a model nor random weights");
+    if (!m) { /* the weight types every backend's matmul takes */
+        const dtype t = rnd->type;
+        if (t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16 && t != DTYPE_Q8_0 && t != DTYPE_Q4_0 && t != DTYPE_Q4_1)
+            return ai_err_set(err, AI_ERR_UNSUPPORTED,
+                              "runner: random weights of type %s (supported: f32, f16, bf16, q8_0, q4_0, q4_1)",
+                              dtype_name(t));
+    }
     if (m) cfg = &m->cfg;
     runner_params d = p ? *p : (runner_params){0};
     if (d.max_tokens <= 0) d.max_tokens = 512;

@@ -266,8 +266,12 @@ static void test_presets_and_random_cpu(void **state)
     backend be;
     assert_int_equal(backend_cpu_init(&be, 2, &err), AI_OK);
     runner *r = NULL;
-    runner_random rnd = {.type = DTYPE_Q8_0, .seed = 7};
+    runner_random rnd = {.type = DTYPE_F8_E4M3, .seed = 7};
     runner_params rp = {.max_tokens = 8, .max_seqs = 1, .n_ctx = 64, .kv_blocks = 4};
+    runner *bad = NULL; /* a KV-cache type, not a weight type the matmuls take */
+    assert_int_equal(runner_init(&bad, &be, &c, NULL, &rnd, &rp, &err), AI_ERR_UNSUPPORTED);
+    assert_null(bad);
+    rnd.type = DTYPE_Q8_0;
     if (runner_init(&r, &be, &c, NULL, &rnd, &rp, &err) != AI_OK) fail_msg("%s", err.msg);
     int32_t toks[4] = {1, 2, 3, 4}, bt[4] = {3, 2, 1, 0}, next;
     runner_seq s = {.tokens = toks, .q_len = 4, .seq_len = 4, .block_table = bt};
