@@ -19,6 +19,7 @@
 #include "aiinfra/backend.h"
 #include "aiinfra/generate.h"
 #include "aiinfra/model.h"
+#include "aiinfra/runner.h"
 #include "aiinfra/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -59,6 +60,15 @@ int cmd_chat(int argc, char **argv)
         else if (!strcmp(a, "--backend") && more) backend_name = argv[++i];
         else if (!strcmp(a, "--kv") && more && (!strcmp(argv[i + 1], "f16") || !strcmp(argv[i + 1], "f32")))
             cp.kv_f16 = !strcmp(argv[++i], "f16");
+        else if (!strcmp(a, "--kv-cache-dtype") && more) {
+            runner_kv_dtype k;
+            if (!runner_kv_dtype_parse(argv[++i], &k)) {
+                fprintf(stderr, "aiinfra chat: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", argv[i]);
+                return 2;
+            }
+            cp.kv_cache_dtype = (int)k;
+            if (k == RUNNER_KV_F16 || k == RUNNER_KV_F32) cp.kv_f16 = k == RUNNER_KV_F16; /* the CPU forward's cache */
+        }
         else if (!strcmp(a, "-n") && more) { ok = cli_parse_num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
         else if (!strcmp(a, "--temp") && more) { ok = cli_parse_num(argv[++i], 0, 100, &v); gp.sp.temperature = (float)v; }
         else if (!strcmp(a, "--top-p") && more) { ok = cli_parse_num(argv[++i], 0, 1, &v); gp.sp.top_p = (float)v; }
@@ -71,7 +81,7 @@ int cmd_chat(int argc, char **argv)
         else {
             fprintf(stderr, "usage: aiinfra chat [-m MODEL] [--system TEXT] [-n MAX_REPLY_TOKENS] [--temp T] [--top-p P]\n"
                             "                    [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [-t THREADS]\n"
-                            "                    [--ctx N] [--kv f32|f16] [--backend cpu|cuda] [-q]\n"
+                            "                    [--ctx N] [--kv f32|f16] [--kv-cache-dtype auto|f16|fp8] [--backend cpu|cuda] [-q]\n"
                             "  one user message per stdin line; /reset, /exit\n");
             return 2;
         }
@@ -102,7 +112,8 @@ int cmd_chat(int argc, char **argv)
     if (model_open(&m, mpath, &err) != AI_OK) goto fail;
     cli_prefetch_weights(m);
     if (model_load_tokenizer(m, &tok, &err) != AI_OK) goto fail;
-    if (strcmp(backend_name, "cpu")) {
+    /* cpu: the one-sequence forward of model_ctx itself, except for an fp8 cache (the runner on the CPU backend) */
+    if (strcmp(backend_name, "cpu") || cp.kv_cache_dtype == RUNNER_KV_FP8) {
         if (cli_open_backend(backend_name, cp.n_threads, &be, &err) != AI_OK) goto fail;
         cp.backend = &be;
     }

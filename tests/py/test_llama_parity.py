@@ -202,6 +202,18 @@ def test_chat_multi_turn(release_bin, model_path):
     assert len(reused) == 2 and reused[0] == 0 and reused[1] > 20, err
 
 
+def test_chat_fp8_kv(release_bin, model_path):
+    """--kv-cache-dtype fp8: two turns through the paged runner over an e4m3 cache; a bad value exits 2."""
+    p = run_cli(release_bin, ["chat", "-m", model_path, "-n", "8", "--kv-cache-dtype", "fp8"],
+                input_bytes="What is 2+2?\nAnd 3+3?\n".encode(), timeout=300)
+    assert p.stdout.decode().strip()
+    err = p.stderr.decode()
+    reused = [int(x.split("(")[1].split()[0]) for x in err.splitlines() if "reused" in x]
+    assert len(reused) == 2 and reused[0] == 0 and reused[1] > 20, err  # the second turn keeps the first's blocks
+    p = run_cli(release_bin, ["chat", "-m", model_path, "--kv-cache-dtype", "int4"], check=False)
+    assert p.returncode == 2 and b"--kv-cache-dtype" in p.stderr
+
+
 def test_info(release_bin, model_path):
     p = run_cli(release_bin, ["info", model_path])
     out = p.stdout.decode()
