@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "aiinfra/model.h"
+#include "aiinfra/runner.h"
 
 bool cli_parse_num(const char *s, double lo, double hi, double *out)
 {
@@ -49,4 +50,16 @@ ai_status cli_open_backend(const char *name, int n_threads, backend *be, ai_err 
     if (!strcmp(name, "cuda")) return backend_cuda_init(be, 0, err);
     if (!strcmp(name, "cpu")) return backend_cpu_init(be, n_threads, err);
     return ai_err_set(err, AI_ERR_INVALID, "unknown backend '%s' (cpu, cuda)", name);
+}
+
+bool cli_parse_kv_cache_dtype(const char *cmd, const char *v, struct model_ctx_params *cp)
+{
+    runner_kv_dtype k;
+    if (!runner_kv_dtype_parse(v, &k)) {
+        fprintf(stderr, "aiinfra %s: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", cmd, v);
+        return false;
+    }
+    cp->kv_cache_dtype = (int)k;
+    if (k == RUNNER_KV_F16 || k == RUNNER_KV_F32) cp->kv_f16 = k == RUNNER_KV_F16; /* the CPU forward's cache */
+    return true;
 }

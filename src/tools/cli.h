@@ -21,4 +21,9 @@ struct backend;
 #include "aiinfra/status.h"
 ai_status cli_open_backend(const char *name, int n_threads, struct backend *be, ai_err *err);
 
+/* --kv-cache-dtype V for run and chat: the paged cache's type into cp (f16 / f32 also set the CPU forward's
+ * cache). false, with a message on stderr naming cmd, for an unknown V. */
+struct model_ctx_params;
+bool cli_parse_kv_cache_dtype(const char *cmd, const char *v, struct model_ctx_params *cp);
+
 #endif

@@ -61,13 +61,7 @@ int cmd_chat(int argc, char **argv)
         else if (!strcmp(a, "--kv") && more && (!strcmp(argv[i + 1], "f16") || !strcmp(argv[i + 1], "f32")))
             cp.kv_f16 = !strcmp(argv[++i], "f16");
         else if (!strcmp(a, "--kv-cache-dtype") && more) {
-            runner_kv_dtype k;
-            if (!runner_kv_dtype_parse(argv[++i], &k)) {
-                fprintf(stderr, "aiinfra chat: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", argv[i]);
-                return 2;
-            }
-            cp.kv_cache_dtype = (int)k;
-            if (k == RUNNER_KV_F16 || k == RUNNER_KV_F32) cp.kv_f16 = k == RUNNER_KV_F16; /* the CPU forward's cache */
+            if (!cli_parse_kv_cache_dtype("chat", argv[++i], &cp)) return 2;
         }
         else if (!strcmp(a, "-n") && more) { ok = cli_parse_num(argv[++i], 1, 1 << 24, &v); gp.sp.max_tokens = (int32_t)v; }
         else if (!strcmp(a, "--temp") && more) { ok = cli_parse_num(argv[++i], 0, 100, &v); gp.sp.temperature = (float)v; }

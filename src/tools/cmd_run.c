@@ -116,13 +116,7 @@ int cmd_run(int argc, char **argv)
             cp.kv_f16 = !strcmp(t, "f16");
         }
         else if (!strcmp(a, "--kv-cache-dtype") && more) {
-            runner_kv_dtype k;
-            if (!runner_kv_dtype_parse(argv[++i], &k)) {
-                fprintf(stderr, "aiinfra run: --kv-cache-dtype takes auto, f16 or fp8, not '%s'\n", argv[i]);
-                return 2;
-            }
-            cp.kv_cache_dtype = (int)k;
-            if (k == RUNNER_KV_F16 || k == RUNNER_KV_F32) cp.kv_f16 = k == RUNNER_KV_F16; /* the CPU forward's cache */
+            if (!cli_parse_kv_cache_dtype("run", argv[++i], &cp)) return 2;
         }
         else if (!strcmp(a, "--stop") && more) {
             if (n_stops == MAX_STOPS) { fprintf(stderr, "aiinfra run: at most %d --stop\n", MAX_STOPS); return 2; }
