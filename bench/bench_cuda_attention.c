@@ -4,7 +4,9 @@
  *   decode  (q_len 1): 1 x 32k, 8 x 8k, 8 x 1k, 64 x 1k, 256 x 1k contexts -> GB/s of K+V read, against the
  *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written);
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
- *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate).
+ *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate); once with the FA2 kernel and once
+ *           with the Hopper one (rows "fa2" / "fa3": AIINFRA_PREFILL set per row; timing only, the
+ *           correctness of both is test_cuda_attention's).
  * Each figure is the median of 20 runs timed with CUDA events; a 256 MB read pass (ladder_flush_l2) runs
  * between runs so L2 (50 MB) never serves the cache. Until 2026-12-04 it was a memset, which left ~50 MB
  * of dirty lines in L2 whose write-back the timed kernel paid for (decode 8 x 1k: 21.3 us with it). Block tables are random permutations of all blocks (paged, out of
@@ -336,18 +338,28 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "%d x %d", dec[i][0], dec[i][1]);
         printf("%-26s %10.1f %10.0f %7.1f%%\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
     }
+    /* prefill: the FA2 kernel and the Hopper one (AIINFRA_PREFILL, k_attention.cu's dispatch) */
     static const int pre[][2] = {{1, 4096}, {8, 512}};
+    static const char *const pre_path[] = {"fa2", "fa3"};
+    const char *env_pre = getenv("AIINFRA_PREFILL");
+    char *saved_pre = env_pre ? strdup(env_pre) : NULL;
     printf("%-26s %10s %10s %8s\n", "prefill (causal)", "us", "TFLOP/s", "of GEMM");
-    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-        double bytes;
-        float ms = bench_attn(pre[i][0], pre[i][1], pre[i][1], pre[i][1], &bytes, 0);
-        const double s = pre[i][1];
-        double flop = pre[i][0] * 4.0 * s * s * 128 * 32 / 2;
-        double tf = flop / (ms * 1e-3) / 1e12;
-        char name[64];
-        snprintf(name, sizeof name, "%d x %d", pre[i][0], pre[i][1]);
-        printf("%-26s %10.1f %10.1f %7.1f%%\n", name, ms * 1e3, tf, 100.0 * tf / gemm);
+    for (size_t k = 0; k < sizeof pre_path / sizeof pre_path[0]; k++) {
+        setenv("AIINFRA_PREFILL", pre_path[k], 1);
+        for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+            double bytes;
+            float ms = bench_attn(pre[i][0], pre[i][1], pre[i][1], pre[i][1], &bytes, 0);
+            const double s = pre[i][1];
+            double flop = pre[i][0] * 4.0 * s * s * 128 * 32 / 2;
+            double tf = flop / (ms * 1e-3) / 1e12;
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d %s", pre[i][0], pre[i][1], pre_path[k]);
+            printf("%-26s %10.1f %10.1f %7.1f%%\n", name, ms * 1e3, tf, 100.0 * tf / gemm);
+        }
     }
+    if (saved_pre) setenv("AIINFRA_PREFILL", saved_pre, 1);
+    else unsetenv("AIINFRA_PREFILL");
+    free(saved_pre);
     cudaFree(flush_buf);
     return 0;
 }

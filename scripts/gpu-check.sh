@@ -60,6 +60,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
       [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
     done
     timeout 180 $G/bin/aiinfra kernels bench all >>"$OUT/kernels.log" 2>&1   # the ladders (docs/kernels/)
+    # the Hopper prefill (k_attn_prefill_hopper.cu) in the attention ladder's v3_backend row: A/B with the line above
+    echo "== AIINFRA_PREFILL=fa3 v3_backend ==" >>"$OUT/kernels.log"
+    AIINFRA_PREFILL=fa3 AIINFRA_ATTN_VERSIONS=v3_backend timeout 120 $G/bin/aiinfra kernels bench attention >>"$OUT/kernels.log" 2>&1
   fi
   : >"$OUT/bench.jsonl"
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"

@@ -11,6 +11,9 @@
  * (decode's last-CTA merge resets its counters and merges in a fixed order).
  * Tolerances (||out - ref|| / ||ref||): f16 cache 3e-3 (f16 P for P.V, fp32 accumulate, approximate
  * exp2); f32 cache (generic kernel, all fp32) 1e-4.
+ * test_prefill_fa3 runs the Hopper prefill (AIINFRA_PREFILL=fa3) at the same tolerance: the same
+ * arithmetic (f16 q after scaling, f16 P, fp32 accumulation); its lazy rescale keeps P <= 2^8, which
+ * f16 holds with the same relative rounding.
  * Decode (k_attn_decode.cu, mma.sync with the GQA group as the 16 MMA rows) is covered for groups
  * 1, 2, 3, 4, 8, 16, d 64 and 128, block sizes 8 (a 16-key tile spans two blocks), 16, 32 and 64,
  * one split per sequence (the (sequence, kv head) pairs fill the GPU: 8 x 64 kv heads) and many
@@ -63,7 +66,8 @@ static void check_replay(const char *name, const cuk_attn_args *a, const float *
     CUDA_OK(cudaStreamDestroy(s));
 }
 
-static void run_case(const attn_case *c)
+/* expect: the kernel cuk_attention must pick (cuk_attention_path); NULL: not checked */
+static void run_case_path(const attn_case *c, const char *expect)
 {
     uint64_t rs = c->seed;
     const int n_seq = c->n_seq, bs = c->bs, d = c->d, dv = c->dv, hkv = c->n_head_kv;
@@ -209,6 +213,8 @@ static void run_case(const attn_case *c)
         CUDA_OK(cudaMalloc(&a.work, a.work_size));
         CUDA_OK(cudaMemset(a.work, 0, a.work_size));
     }
+    const char *path = cuk_attention_path(&a);
+    if (expect && strcmp(path, expect) != 0) fail_msg("%s: dispatch picked %s, expected %s", c->name, path, expect);
     ai_err err = {0};
     ai_status st = cuk_attention(NULL, &a, &err);
     if (st != AI_OK) fail_msg("%s: cuk_attention: %s", c->name, err.msg);
@@ -216,7 +222,8 @@ static void run_case(const attn_case *c)
     cuda_test_get(out, a.out, n_out * sizeof(float));
     const double tol = c->kv == DTYPE_F16 ? 3e-3 : 1e-4;
     const double rel = cuda_test_rel_err(out, ref, n_out);
-    printf("  %-44s n_tok %5d  work %8zu B  rel err %.2e (tol %.0e)\n", c->name, n_tok, a.work_size, rel, tol);
+    printf("  %-44s %-7s n_tok %5d  work %8zu B  rel err %.2e (tol %.0e)\n", c->name, path, n_tok, a.work_size, rel,
+           tol);
     if (!(rel < tol)) fail_msg("%s: rel err %g >= %g", c->name, rel, tol);
     check_replay(c->name, &a, out, n_out);
 
@@ -239,6 +246,8 @@ static void run_case(const attn_case *c)
     free(bt);
     free(perm);
 }
+
+static void run_case(const attn_case *c) { run_case_path(c, NULL); }
 
 #define LENS7 {1, 15, 16, 17, 100, 1000, 1100}
 #define ONES7 {1, 1, 1, 1, 1, 1, 1}
@@ -308,11 +317,7 @@ static void test_decode_forced(void **state)
     unsetenv("AIINFRA_DEC_CHUNK");
 }
 
-static void test_prefill(void **state)
-{
-    (void)state;
-    CUDA_TEST_REQUIRE();
-    static const attn_case cases[] = {
+static const attn_case prefill_cases[] = {
         {"mixed f16 d128 gqa4 bs16", 7, {1, 15, 16, 17, 100, 1000, 1200}, {1, 15, 1, 17, 37, 1000, 37}, 8, 2, 128,
          128, 16, DTYPE_F16, 21},
         {"mixed f16 d64 gqa1 bs32", 7, {1, 15, 16, 17, 100, 1000, 1200}, {1, 1, 16, 17, 37, 130, 37}, 4, 4, 64, 64,
@@ -323,8 +328,53 @@ static void test_prefill(void **state)
         {"prefill f16 d128/dv64 (generic) bs32", 2, {50, 100}, {50, 37}, 4, 2, 128, 64, 32, DTYPE_F16, 26},
         {"prefill f32 d128 (generic) bs16", 3, {17, 300, 100}, {17, 37, 1}, 8, 1, 128, 128, 16, DTYPE_F32, 27},
         {"prefill f32 d256 (generic) bs16", 2, {40, 90}, {40, 5}, 2, 1, 256, 256, 16, DTYPE_F32, 28},
+};
+
+static void test_prefill(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    unsetenv("AIINFRA_PREFILL");
+    for (size_t i = 0; i < sizeof prefill_cases / sizeof prefill_cases[0]; i++) run_case(&prefill_cases[i]);
+}
+
+/* The Hopper prefill (k_attn_prefill_hopper.cu: wgmma, K/V by TMA per cache block), selected with
+ * AIINFRA_PREFILL=fa3: every case must dispatch to it (path "fa3") except where it does not apply.
+ * Prefixes already cached (q_len < seq_len), odd lengths, q_len 1 rows inside a prefill batch,
+ * several sequences, GQA 4, d 64 and 128, block sizes 8 (one swizzle atom per box, 16 boxes per
+ * 128-key tile), 16, 32, 128 and 256 (a block larger than a tile), a sequence whose last tile holds
+ * 1 key (the V rows past it are NaN in the cache and must be zeroed), several 128-row query tiles
+ * per sequence (the 2-stage-ahead refill wraps the 3 / 4-stage ring). Then the existing prefill
+ * cases under fa3 (where it applies) and the dispatch's default and fa2 choices. */
+static void test_prefill_fa3(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    static const struct { attn_case c; const char *path; } cases[] = {
+        {{"fa3 d128 gqa4 bs16 prefix cached", 5, {1200, 333, 77, 1000, 130}, {37, 333, 77, 129, 1}, 8, 2, 128, 128,
+          16, DTYPE_F16, 61}, "fa3"},
+        {{"fa3 d64 gqa4 bs32", 4, {517, 64, 300, 1}, {517, 63, 131, 1}, 16, 4, 64, 64, 32, DTYPE_F16, 62}, "fa3"},
+        {{"fa3 d128 gqa4 bs8", 2, {255, 1030}, {200, 257}, 8, 2, 128, 128, 8, DTYPE_F16, 63}, "fa3"},
+        {{"fa3 d64 mha bs256 (block > tile)", 2, {700, 129}, {300, 129}, 4, 4, 64, 64, 256, DTYPE_F16, 64}, "fa3"},
+        {{"fa3 d128 gqa4 bs128 1 x 1537 (12 tiles)", 1, {1537}, {1537}, 8, 2, 128, 128, 128, DTYPE_F16, 65}, "fa3"},
+        {{"fa3 d64 gqa4 bs16 last tile 1 key", 3, {129, 257, 385}, {129, 2, 385}, 8, 2, 64, 64, 16, DTYPE_F16, 66},
+         "fa3"},
+        {{"fa3 d128 mha bs64 ladder-like (1 head, 8 seqs)", 8, {256, 256, 256, 256, 256, 256, 256, 256},
+          {256, 256, 256, 256, 256, 256, 256, 256}, 1, 1, 128, 128, 64, DTYPE_F16, 67}, "fa3"},
+        {{"fa3 requested, bs4 -> fa2", 2, {100, 37}, {100, 5}, 4, 1, 128, 128, 4, DTYPE_F16, 68}, "fa2"},
+        {{"fa3 requested, d96 -> generic", 2, {50, 200}, {50, 37}, 6, 2, 96, 96, 16, DTYPE_F16, 69}, "generic"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    setenv("AIINFRA_PREFILL", "fa3", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case_path(&cases[i].c, cases[i].path);
+    for (size_t i = 0; i < sizeof prefill_cases / sizeof prefill_cases[0]; i++) run_case(&prefill_cases[i]);
+    /* the choice: fa2 by default (until the Hopper kernel is measured) and when asked */
+    attn_case c = cases[0].c;
+    c.name = "fa3 case, AIINFRA_PREFILL=fa2";
+    setenv("AIINFRA_PREFILL", "fa2", 1);
+    run_case_path(&c, "fa2");
+    unsetenv("AIINFRA_PREFILL");
+    c.name = "fa3 case, AIINFRA_PREFILL unset (default fa2)";
+    run_case_path(&c, "fa2"); /* update when the default changes (KATTN_PREFILL_FA3_DEFAULT) */
 }
 
 static void test_bad_args(void **state)
@@ -398,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_forced),
         cmocka_unit_test(test_prefill),
+        cmocka_unit_test(test_prefill_fa3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,9 @@
  *   max_q_len == 1, f16, d = dv in {64, 128}, group <= 16,
  *   16-byte aligned caches, out and work                     -> split-KV decode, one launch (k_attn_decode.cu)
  *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
+ *     ... and AIINFRA_PREFILL=fa3 (or -DKATTN_PREFILL_FA3_DEFAULT=1 with AIINFRA_PREFILL unset or
+ *     not "fa2"), block_size >= 8, an sm_90 device       -> the Hopper prefill (k_attn_prefill_hopper.cu,
+ *                                                              GPU-unverified: not the default yet)
  *   anything else                                            -> kattn_generic (this file)
  * The generic kernel is one CTA of 128 threads per (query row, head): it walks the keys in chunks
  * of 128 (one score per thread), keeps the online-softmax max and sum in fp32 (natural exp, not
@@ -20,6 +23,9 @@
  * 8-warp prefill CTAs (KATTN_FA_WARPS=8, 128-row tiles) measured the same (218 / 124 TFLOP/s).
  */
 #include "backend/cuda/k_attn.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuk_launch.h"
@@ -117,6 +123,34 @@ static int kattn_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static int kattn_use_decode(const cuk_attn_args *a) { return a->max_q_len == 1 && kattn_decode_supported(a); }
 
+/* The prefill choice for A/B runs: AIINFRA_PREFILL=fa2|fa3 (read per call, like the decode knobs);
+ * unset or anything else: the build's default, FA2 until the Hopper kernel has been measured. */
+#ifndef KATTN_PREFILL_FA3_DEFAULT
+#define KATTN_PREFILL_FA3_DEFAULT 0
+#endif
+static int kattn_want_fa3(void)
+{
+    const char *e = getenv("AIINFRA_PREFILL");
+    if (e && strcmp(e, "fa3") == 0) return 1;
+    if (e && strcmp(e, "fa2") == 0) return 0;
+    return KATTN_PREFILL_FA3_DEFAULT;
+}
+
+enum { KATTN_DECODE, KATTN_FA2, KATTN_FA3, KATTN_GENERIC };
+static int kattn_pick(const cuk_attn_args *a)
+{
+    if (kattn_use_decode(a)) return KATTN_DECODE;
+    if (a->max_q_len > 1 && kattn_prefill_supported(a))
+        return kattn_want_fa3() && kattn_prefill_hopper_supported(a) ? KATTN_FA3 : KATTN_FA2;
+    return KATTN_GENERIC;
+}
+
+extern "C" const char *cuk_attention_path(const cuk_attn_args *a)
+{
+    static const char *const names[] = { "decode", "fa2", "fa3", "generic" };
+    return a ? names[kattn_pick(a)] : "generic";
+}
+
 /* The fields cuk_attention_work_size reads: the heads and the sequence bound. */
 static const char *kattn_check_shape(const cuk_attn_args *a)
 {
@@ -166,13 +200,16 @@ extern "C" ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err 
     if (st != AI_OK) return st;
     if (a->n_tok == 0) return AI_OK;
     cudaStream_t cs = (cudaStream_t)s;
-    if (kattn_use_decode(a)) {
+    const int path = kattn_pick(a);
+    if (path == KATTN_DECODE) {
         size_t need = kattn_decode_work_need(a);
         if (!a->work || a->work_size < need)
             return ai_err_set(err, AI_ERR_INVALID, "cuk_attention: work is %zu bytes, decode needs %zu",
                               a->work ? a->work_size : (size_t)0, need);
         CUK_TRY(err, kattn_decode_launch(cs, a), "cuk_attention (split-KV decode)");
-    } else if (a->max_q_len > 1 && kattn_prefill_supported(a)) {
+    } else if (path == KATTN_FA3) {
+        CUK_TRY(err, kattn_prefill_hopper_launch(cs, a), "cuk_attention (Hopper prefill)");
+    } else if (path == KATTN_FA2) {
         CUK_TRY(err, kattn_prefill_launch(cs, a), "cuk_attention (flash prefill)");
     } else {
         CUK_TRY(err, kattn_generic_launch(cs, a), "cuk_attention (generic)");

@@ -1,11 +1,13 @@
 /* k_attn.h - internal interface between the attention files (k_attention.cu dispatches to the
- * decode kernels in k_attn_decode.cu and the FlashAttention-2 prefill in k_attn_prefill.cu).
+ * decode kernels in k_attn_decode.cu, the FlashAttention-2 prefill in k_attn_prefill.cu and its Hopper
+ * version in k_attn_prefill_hopper.cu).
  * Not part of the contract (cuda_kernels.h); CUDA C++ only.
  *
- * Invariants shared by all three paths:
+ * Invariants shared by the paths:
  *  1. Launch shapes depend only on by-value fields of cuk_attn_args (graph capture).
- *  2. Keys at or beyond seq_len[s] are never read (cp.async zero-fills them), so stale or NaN
- *     cache rows cannot leak into an output through 0 * NaN.
+ *  2. Keys at or beyond seq_len[s] never reach an output: the cp.async kernels never read them
+ *     (zero fill); the Hopper prefill's TMA reads whole cache blocks, masks those scores to -inf
+ *     and zeroes those V rows in shared memory, so stale or NaN cache rows cannot leak through 0 * NaN.
  *  3. A query row of sequence s sits at position seq_len - q_len + j and sees keys 0 .. position.
  *  4. Decode is one launch; its work buffer must be zero-filled once when allocated (see
  *     KATTN_DEC_COUNTERS), after which any number of calls and graph replays may share it.
@@ -43,6 +45,10 @@ cudaError_t kattn_decode_launch(cudaStream_t s, const cuk_attn_args *a);
 /* 1 when the FA2 prefill kernel handles these arguments (f16, d = dv in {64, 128}, aligned q). */
 int kattn_prefill_supported(const cuk_attn_args *a);
 cudaError_t kattn_prefill_launch(cudaStream_t s, const cuk_attn_args *a);
+/* The Hopper prefill (k_attn_prefill_hopper.cu, wgmma + TMA; GPU-unverified, not the default):
+ * _supported adds block_size >= 8 and a compute capability 9.0 device to the FA2 kernel's conditions. */
+int kattn_prefill_hopper_supported(const cuk_attn_args *a);
+cudaError_t kattn_prefill_hopper_launch(cudaStream_t s, const cuk_attn_args *a);
 
 /* Generic kernel: any head_dim, head_dim_v <= 256, f16 or f32 cache. */
 cudaError_t kattn_generic_launch(cudaStream_t s, const cuk_attn_args *a);

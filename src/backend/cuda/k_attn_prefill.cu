@@ -20,6 +20,15 @@
  *    ldmatrix.trans.
  * Invariant: every query row sees key 0 in the first tile, so its running max is finite afterwards
  * (a later, fully masked tile then contributes exp2(-inf) = 0).
+ *
+ * Hopper version: k_attn_prefill_hopper.cu (the attention ladder's v4e design on this contract: wgmma,
+ * K/V by TMA one cache block per box, L2 sections, lazy rescale). This kernel stays the default and
+ * the fallback (block_size < 8, non-Hopper) until that one is measured; AIINFRA_PREFILL=fa2|fa3
+ * picks per call. Ladder row v3_backend (both through cuk_attention), 2026-12-04 H200: this kernel
+ * 197.0 TFLOP/s at b4 h32 s4096 d128 causal, against v4e's 543.7 on bf16 without the paging.
+ * To measure next (GPU session): test_cuda_attention (test_prefill_fa3), memcheck / racecheck on it,
+ * then `AIINFRA_PREFILL=fa2|fa3 AIINFRA_ATTN_VERSIONS=v3_backend build/aiinfra kernels bench attention`
+ * and bench/bench_cuda_attention (engine shapes: 1 x 4096 and 8 x 512 at 32/8 heads, block 16).
  */
 #include "backend/cuda/k_attn.h"
 #include "backend/cuda/cuk_launch.h"
