@@ -19,6 +19,7 @@
 #include "cuda_test.h"
 
 #include "aiinfra/dtype.h"
+#include "aiinfra/fp8.h"
 #include "aiinfra/model.h"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -223,7 +224,7 @@ static void test_rope(void **state)
 }
 
 /* cuk_rope_store = cuk_rope on q and k, then cuk_kv_store: the same bits (same angles, same math),
- * for both cache dtypes, partial rope, neox and not, padded strides, a slot < 0 (rotate only). */
+ * for the three cache dtypes (fp8 with scales != 1), partial rope, neox and not, padded strides, a slot < 0 (rotate only). */
 static void test_rope_store(void **state)
 {
     (void)state;
@@ -233,10 +234,11 @@ static void test_rope_store(void **state)
     const int32_t slots = 11;
     struct { int32_t hd, rd, neox; } cases[] = { { 128, 128, 0 }, { 64, 32, 1 }, { 80, 80, 1 } };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-        for (int f16 = 0; f16 < 2; f16++) {
+        for (int f16 = 0; f16 < 3; f16++) { /* 0 f32, 1 f16, 2 fp8 e4m3 */
             const int32_t hd = cases[c].hd, rd = cases[c].rd, kvd = nkv * hd;
             const int64_t qs = (int64_t)nh * hd + 4, ks = kvd + 12, vs = kvd + 3;
-            const size_t es = f16 ? 2 : 4, cb = (size_t)slots * kvd * es;
+            const size_t es = f16 == 2 ? 1 : f16 ? 2 : 4, cb = (size_t)slots * kvd * es;
+            const float ksc = f16 == 2 ? 0.37f : 1.0f, vsc = f16 == 2 ? 2.5f : 1.0f;
             float *q = rnd((size_t)n_tok * qs, &seed, 2), *k = rnd((size_t)n_tok * ks, &seed, 2);
             float *v = rnd((size_t)n_tok * vs, &seed, 2);
             float *dq[2], *dk[2], *dv = cuda_test_dup(v, (size_t)n_tok * vs * 4);
@@ -250,12 +252,12 @@ static void test_rope_store(void **state)
                 dvc[i] = cuda_test_dup(junk, cb);
             }
             int32_t *dpos = cuda_test_dup(pos, sizeof pos), *dslot = cuda_test_dup(slot, sizeof slot);
-            const dtype kt = f16 ? DTYPE_F16 : DTYPE_F32;
+            const dtype kt = f16 == 2 ? DTYPE_F8_E4M3 : f16 ? DTYPE_F16 : DTYPE_F32;
             OK(cuk_rope(NULL, dq[0], n_tok, nh, qs, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
             OK(cuk_rope(NULL, dk[0], n_tok, nkv, ks, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
-            OK(cuk_kv_store(NULL, dkc[0], dvc[0], kt, dk[0], ks, dv, vs, n_tok, kvd, kvd, dslot, ERR));
+            OK(cuk_kv_store(NULL, dkc[0], dvc[0], kt, ksc, vsc, dk[0], ks, dv, vs, n_tok, kvd, kvd, dslot, ERR));
             OK(cuk_rope_store(NULL, dq[1], qs, dk[1], ks, dv, vs, n_tok, nh, nkv, hd, hd, rd, dpos, 10000.0f, 1.0f,
-                              NULL, cases[c].neox, dkc[1], dvc[1], kt, dslot, ERR));
+                              NULL, cases[c].neox, dkc[1], dvc[1], kt, ksc, vsc, dslot, ERR));
             const size_t nq = (size_t)n_tok * qs * 4, nk = (size_t)n_tok * ks * 4;
             unsigned char *a = malloc(nq > cb ? nq : cb), *b = malloc(nq > cb ? nq : cb);
             cuda_test_get(a, dq[0], nq), cuda_test_get(b, dq[1], nq);
@@ -282,15 +284,17 @@ static void test_kv_store(void **state)
     const int32_t n_tok = 6, kvd = 40, kvdv = 24, slots = 9, slot[6] = { 3, -1, 0, 7, 5, -1 };
     const int64_t ks = 48, vs = 30;
     float *k = rnd((size_t)n_tok * ks, &seed, 100), *v = rnd((size_t)n_tok * vs, &seed, 100);
-    for (int f16 = 0; f16 < 2; f16++) {
-        size_t es = f16 ? 2 : 4, kb = (size_t)slots * kvd * es, vb = (size_t)slots * kvdv * es;
+    for (int f16 = 0; f16 < 3; f16++) { /* 0 f32, 1 f16, 2 fp8 e4m3 against src/core/fp8.c */
+        if (f16 == 2) v[2] = NAN, v[3] = INFINITY, k[4] = -1e5f; /* NaN -> 0x7F, saturation */
+        size_t es = f16 == 2 ? 1 : f16 ? 2 : 4, kb = (size_t)slots * kvd * es, vb = (size_t)slots * kvdv * es;
+        const float ksc = 0.1f, vsc = 3.0f;
         unsigned char *kc0 = malloc(kb), *vc0 = malloc(vb), *kc = malloc(kb), *vc = malloc(vb);
         for (size_t i = 0; i < kb; i++) kc0[i] = (unsigned char)(i * 7 + 1);
         for (size_t i = 0; i < vb; i++) vc0[i] = (unsigned char)(i * 5 + 3);
         void *dkc = cuda_test_dup(kc0, kb), *dvc = cuda_test_dup(vc0, vb);
         float *dk = cuda_test_dup(k, (size_t)n_tok * ks * 4), *dv = cuda_test_dup(v, (size_t)n_tok * vs * 4);
         int32_t *dslot = cuda_test_dup(slot, sizeof slot);
-        OK(cuk_kv_store(NULL, dkc, dvc, f16 ? DTYPE_F16 : DTYPE_F32, dk, ks, dv, vs, n_tok, kvd, kvdv, dslot, ERR));
+        OK(cuk_kv_store(NULL, dkc, dvc, f16 == 2 ? DTYPE_F8_E4M3 : f16 ? DTYPE_F16 : DTYPE_F32, ksc, vsc, dk, ks, dv, vs, n_tok, kvd, kvdv, dslot, ERR));
         cuda_test_get(kc, dkc, kb);
         cuda_test_get(vc, dvc, vb);
         for (int pass = 0; pass < 2; pass++) {
@@ -306,6 +310,11 @@ static void test_kv_store(void **state)
                     size_t off = ((size_t)s * w + j) * es;
                     if (t < 0) {
                         assert_memory_equal(c + off, c0 + off, es);
+                    } else if (f16 == 2) {
+                        uint8_t want = fp8_e4m3_from_f32(src[t * st + j] / (pass ? vsc : ksc));
+                        if (c[off] != want)
+                            fail_msg("kv_store fp8 slot %d [%d]: 0x%02x, CPU 0x%02x for %g", s, j, c[off], want,
+                                     (double)src[t * st + j]);
                     } else if (f16) {
                         uint16_t h, want = dtype_f32_to_f16(src[t * st + j]);
                         memcpy(&h, c + off, 2);

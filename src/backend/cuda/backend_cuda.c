@@ -171,7 +171,8 @@ static ai_status cu_rope_store(void *ctx, float *q, int64_t q_stride, float *k, 
                                const int32_t *slot, ai_err *err)
 {
     return cuk_rope_store(S(ctx), q, q_stride, k, k_stride, v, v_stride, n_tok, n_head, n_head_kv, head_dim, head_dim_v,
-                          rope_dim, pos, base, freq_scale, factors, neox, k_cache, v_cache, kv_type, slot, err);
+                          rope_dim, pos, base, freq_scale, factors, neox, k_cache, v_cache, kv_type, k_scale, v_scale,
+                          slot, err);
 }
 static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                                 ai_err *err)
@@ -205,6 +206,7 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
         return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
+static bool cu_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }
 static ai_status cu_sample(void *ctx, const float *logits, int32_t n_rows, int32_t n_vocab,
@@ -345,7 +347,8 @@ static const backend_ops cuda_ops = {
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
-    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve, .attention_work_size = cu_attention_work_size,
+    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve, .kv_type_ok = cu_kv_type_ok,
+    .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };
 

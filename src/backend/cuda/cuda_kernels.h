@@ -86,18 +86,19 @@ ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int
                          int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
                          int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
                          const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                         const int32_t *slot, ai_err *err);
+                         float k_scale, float v_scale, const int32_t *slot, ai_err *err);
 /* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, i < n; out may alias gate. */
 ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
 /* out (rows, n) = silu(gu[r, 0:n]) * gu[r, n:2n]: the output of a stacked gate|up weight. */
 ai_status cuk_swiglu_rows(cuk_stream s, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
 /* Writes n_tok new K and V rows into a paged cache. k: (n_tok, kvd) rows k_stride floats apart,
  * v: (n_tok, kvdv) rows v_stride apart; cache row `slot[t]` (= block * block_size + offset) of
- * k_cache (num_slots, kvd) and v_cache (num_slots, kvdv), converted to kv_type (DTYPE_F16 or
- * DTYPE_F32). slot[t] < 0 skips the token (padding). */
-ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, const float *k, int64_t k_stride,
-                       const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd, int32_t kvdv,
-                       const int32_t *slot, ai_err *err);
+ * k_cache (num_slots, kvd) and v_cache (num_slots, kvdv), converted to kv_type (DTYPE_F16, DTYPE_F32, or
+ * DTYPE_F8_E4M3: fp8(x / k_scale) and fp8(v / v_scale), nearest even, saturated; the scales are ignored
+ * otherwise). slot[t] < 0 skips the token (padding). */
+ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, float k_scale, float v_scale,
+                       const float *k, int64_t k_stride, const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd,
+                       int32_t kvdv, const int32_t *slot, ai_err *err);
 /* out (n, dim) = rows idx[0..n) of in (*, dim). */
 ai_status cuk_gather_rows(cuk_stream s, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                           ai_err *err);
@@ -146,7 +147,8 @@ ai_status cuk_gemv_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t
  * Decode is q_len = 1 for every sequence; prefill chunks and decode tokens may be mixed. */
 typedef backend_attn cuk_attn_args; /* fields (include/aiinfra/backend.h):
  *   out (n_tok, n_head * head_dim_v); q (n_tok, q_stride), head h at h * head_dim;
- *   k_cache, v_cache; kv_type (DTYPE_F16 or DTYPE_F32); block_tables (n_seq, max_blocks);
+ *   k_cache, v_cache; kv_type (DTYPE_F16, DTYPE_F32 or DTYPE_F8_E4M3, whose elements read as code *
+ *   k_scale / v_scale); block_tables (n_seq, max_blocks);
  *   q_start (n_seq + 1); seq_len (n_seq); n_seq, n_tok; max_blocks (columns of block_tables);
  *   max_q_len (host bound on any q_len, 1 for pure decode); max_seq_len (host bound on any seq_len,
  *   <= max_blocks * block_size); n_head, n_head_kv, head_dim, head_dim_v, block_size; scale

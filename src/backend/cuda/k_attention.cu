@@ -1,14 +1,16 @@
 /* k_attention.cu - attention over a paged KV cache: argument checks, dispatch, and the generic
- * kernel (any head_dim <= 256, f16 or f32 cache) that backs every case the fast paths skip.
+ * kernel (any head_dim <= 256, f16, f32 or fp8 e4m3 cache) that backs every case the fast paths skip.
  *
  * Dispatch (cuk_attention):
- *   max_q_len == 1, f16, d = dv in {64, 128}, group <= 16,
+ *   max_q_len == 1, f16 or fp8, d = dv in {64, 128}, group <= 16,
  *   16-byte aligned caches, out and work                     -> split-KV decode, one launch (k_attn_decode.cu)
  *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
  *     ... and AIINFRA_PREFILL=fa3 (or -DKATTN_PREFILL_FA3_DEFAULT=1 with AIINFRA_PREFILL unset or
  *     not "fa2"), block_size >= 8, an sm_90 device       -> the Hopper prefill (k_attn_prefill_hopper.cu,
  *                                                              GPU-unverified: not the default yet)
- *   anything else                                            -> kattn_generic (this file)
+ *   anything else (fp8 prefill included, for now)            -> kattn_generic (this file)
+ * An fp8 cache element reads as code * k_scale (K) or * v_scale (V); the generic kernel folds k_scale
+ * into the query scale and v_scale into 1 / l.
  * The generic kernel is one CTA of 128 threads per (query row, head): it walks the keys in chunks
  * of 128 (one score per thread), keeps the online-softmax max and sum in fp32 (natural exp, not
  * the approximate exp2, so it doubles as an f32 reference on the GPU) and accumulates P.V with
@@ -28,11 +30,13 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuk_fp8.cuh"
 #include "backend/cuda/cuk_launch.h"
 
 template <typename T> static __device__ __forceinline__ float kattn_ld(const T *p);
 template <> __device__ __forceinline__ float kattn_ld<float>(const float *p) { return __ldg(p); }
 template <> __device__ __forceinline__ float kattn_ld<__half>(const __half *p) { return __half2float(__ldg(p)); }
+template <> __device__ __forceinline__ float kattn_ld<uint8_t>(const uint8_t *p) { return cuk_f8_to_f32(__ldg(p)); }
 
 /* Reduction over the 128 threads (4 warps); red: 4 floats of shared memory. */
 static __device__ __forceinline__ float kattn_block_reduce(float v, float *red, bool is_max)
@@ -70,7 +74,9 @@ template <typename KT> __global__ void __launch_bounds__(128) kattn_generic(cons
     }
     const int kvh = h / (a.n_head / a.n_head_kv);
     const float *qp = a.q + (size_t)t * a.q_stride + (size_t)h * D;
-    for (int d = tid; d < D; d += 128) qs[d] = qp[d] * a.scale;
+    const bool f8 = sizeof(KT) == 1;
+    const float kmul = f8 ? a.k_scale : 1.f, vmul = f8 ? a.v_scale : 1.f;
+    for (int d = tid; d < D; d += 128) qs[d] = qp[d] * (a.scale * kmul);
     __syncthreads();
     const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
     const KT *kc = (const KT *)a.k_cache + (size_t)kvh * D;
@@ -106,7 +112,7 @@ template <typename KT> __global__ void __launch_bounds__(128) kattn_generic(cons
         }
         __syncthreads(); /* ps is rewritten by the next chunk */
     }
-    const float inv = 1.f / l;
+    const float inv = vmul / l;
     if (tid < Dv) o[tid] = acc0 * inv;
     if (tid + 128 < Dv) o[tid + 128] = acc1 * inv;
 }
@@ -115,6 +121,7 @@ cudaError_t kattn_generic_launch(cudaStream_t s, const cuk_attn_args *a)
 {
     dim3 grid((unsigned)a->n_tok, (unsigned)a->n_head);
     if (a->kv_type == DTYPE_F16) cuk_launch(kattn_generic<__half>, dim3(grid), dim3(128), 0, s, *a);
+    else if (a->kv_type == DTYPE_F8_E4M3) cuk_launch(kattn_generic<uint8_t>, dim3(grid), dim3(128), 0, s, *a);
     else cuk_launch(kattn_generic<float>, dim3(grid), dim3(128), 0, s, *a);
     return cudaGetLastError();
 }
@@ -154,7 +161,8 @@ extern "C" const char *cuk_attention_path(const cuk_attn_args *a)
 /* The fields cuk_attention_work_size reads: the heads and the sequence bound. */
 static const char *kattn_check_shape(const cuk_attn_args *a)
 {
-    if (a->kv_type != DTYPE_F16 && a->kv_type != DTYPE_F32) return "kv_type must be f16 or f32";
+    if (a->kv_type != DTYPE_F16 && a->kv_type != DTYPE_F32 && a->kv_type != DTYPE_F8_E4M3)
+        return "kv_type must be f16, f32 or f8_e4m3";
     if (a->n_seq < 1 || a->n_seq > 65535 || a->n_tok < 0) return "n_seq must be 1..65535, n_tok >= 0";
     if (a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 || a->n_head > 65535)
         return "n_head must be a positive multiple of n_head_kv";
@@ -175,6 +183,7 @@ static const char *kattn_check_all(const cuk_attn_args *a)
     if (a->max_blocks < 1 || a->max_q_len < 1 || (int64_t)a->max_seq_len > (int64_t)a->max_blocks * a->block_size)
         return "need max_blocks, max_q_len >= 1 and max_seq_len <= max_blocks * block_size";
     if (a->q_stride < (int64_t)a->n_head * a->head_dim) return "q_stride < n_head * head_dim";
+    if (a->kv_type == DTYPE_F8_E4M3 && !(a->k_scale > 0 && a->v_scale > 0)) return "fp8 k_scale, v_scale must be > 0";
     return NULL;
 }
 

@@ -1,5 +1,15 @@
-/* k_attn_decode.cu - split-KV ("flash-decoding") attention for q_len = 1, f16 cache, d in {64, 128},
- * as ONE kernel on tensor cores: the split partials are merged in-kernel by the last CTA to finish.
+/* k_attn_decode.cu - split-KV ("flash-decoding") attention for q_len = 1, f16 or fp8 e4m3 cache,
+ * d in {64, 128}, as ONE kernel on tensor cores: the split partials are merged in-kernel by the last CTA
+ * to finish.
+ *
+ * fp8 e4m3 cache (template F8; 2026-12-04, GPU-UNVERIFIED: written in a session without device time,
+ * tests in test_cuda_attention.c / test_cuda_runner.c): the bulk copies move D bytes per row instead of
+ * 2D into unpadded landing stages; after a tile lands its warp widens it to f16 (exact: cuk_fp8.cuh)
+ * into one padded f16 tile pair of its own, and the f16 path's ldmatrix/mma code runs on that unchanged.
+ * k_scale is folded into the score scale, v_scale into the final 1 / L. Stages per warp stay 3 / 4, so
+ * the bytes in flight per SM halve (82 KB per CTA at d 128, still 2 CTAs per SM); more stages are the
+ * first tuning lead. Speed: not measured. The f16 instantiation is the code it was (F8 = false only
+ * renames the stage arithmetic; its shared-memory sizes are unchanged).
  *
  * Grid (split, kv head, sequence), 128 threads (4 warps). A CTA serves ALL the query heads of its
  * GQA group (group = n_head / n_head_kv <= 16), so each K/V byte is read from memory once per
@@ -88,7 +98,10 @@
 #include <climits>
 #include <cstdlib>
 
+#include <type_traits>
+
 #include "backend/cuda/k_attn.h"
+#include "backend/cuda/cuk_fp8.cuh"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/cuk_mma.cuh"
 
@@ -104,13 +117,17 @@
  * 43.8, 64 x 2k 167.5 vs 138.7, b8 x 1k 15.3 vs 16.9), (2, 6) and (4, 6) (fewer warps per SM, more
  * tiles in flight: 20-45% slower at every shape): warps per SM, not bytes in flight, set the pace. A tile row is padded from D to D + 8 halves (RS): the bulk copies cannot
  * swizzle, and a 16-byte pad puts the 8 rows an ldmatrix phase reads in distinct bank groups. */
-template <int D, int W, int NS_> struct dec_cfg {
+template <int D, int W, int NS_, bool F8 = false> struct dec_cfg {
     static constexpr int NS = NS_;
     static constexpr int TH = W * 32;           /* threads per CTA */
-    static constexpr int RS = D + 8;            /* halves per smem row */
-    static constexpr int TILE = DEC_TK * RS;    /* halves of one K (or V) tile */
+    static constexpr int RS = D + 8;            /* halves per f16 smem row */
+    static constexpr int TILE = DEC_TK * RS;    /* halves of one f16 K (or V) tile */
     static constexpr int STAGE = 2 * TILE;      /* K then V */
-    static constexpr size_t bytes = (size_t)W * NS * STAGE * 2;
+    static constexpr int RROW = F8 ? D : RS * 2; /* bytes per row of a landing stage (fp8: D codes, no pad) */
+    static constexpr int RTILE = DEC_TK * RROW;  /* bytes of one landed K (or V) tile */
+    static constexpr int RSTAGE = 2 * RTILE;     /* bytes of one landing stage */
+    static constexpr size_t CONV = F8 ? (size_t)STAGE * 2 : 0; /* bytes per warp: its widened f16 tile pair */
+    static constexpr size_t bytes = (size_t)W * (NS * RSTAGE + CONV);
     static constexpr int MIN_CTAS_RAW = (int)((size_t)228 * 1024 / (bytes + 1024 + 256));
     static constexpr int MIN_CTAS = MIN_CTAS_RAW < 1 ? 1 : MIN_CTAS_RAW > 4 ? 4 : MIN_CTAS_RAW;
     /* the warp merge needs (W, DEC_M, D + 4) floats of the stages */
@@ -142,17 +159,19 @@ static __device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parit
                  : "memory");
 }
 
-template <int D, int W, int NS>
-__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
+template <int D, int W, int NS, bool F8>
+__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
 {
-    using cfg = dec_cfg<D, W, NS>;
-    constexpr int RS = cfg::RS, TILE = cfg::TILE, STAGE = cfg::STAGE, TH = cfg::TH;
+    using cfg = dec_cfg<D, W, NS, F8>;
+    using KT = typename std::conditional<F8, uint8_t, __half>::type; /* a cache element */
+    constexpr int RS = cfg::RS, TILE = cfg::TILE, TH = cfg::TH;
+    constexpr int RROW = cfg::RROW, RTILE = cfg::RTILE, RSTAGE = cfg::RSTAGE;
+    constexpr uint32_t RB = D * sizeof(KT); /* bytes of one paged row of one kv head */
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
     constexpr int NT = D / 8;                  /* n-tiles of O */
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bars[W][NS]; /* one mbarrier per stage */
-    __half *stages = (__half *)smem;
     const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int k_begin = split * chunk;
@@ -186,14 +205,15 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
     if (q_len < 1 || k_begin >= seq_len) return; /* seq_len 0 is outside the contract */
     const int k_end = min(seq_len, k_begin + chunk);
 
-    const __half *kc = (const __half *)a.k_cache + (size_t)kvh * D, *vc = (const __half *)a.v_cache + (size_t)kvh * D;
+    const KT *kc = (const KT *)a.k_cache + (size_t)kvh * D, *vc = (const KT *)a.v_cache + (size_t)kvh * D;
     const size_t row = (size_t)a.n_head_kv * D;
-    __half *ring = stages + warp * NS * STAGE;
+    unsigned char *ring = smem + (size_t)warp * NS * RSTAGE;
+    __half *conv = (__half *)(smem + (size_t)W * NS * RSTAGE + (size_t)warp * cfg::CONV); /* F8 only */
     const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
     const int nt = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
     /* This lane's row in stage 0 (K rows for lanes < 16, V rows above): a copy is one add. */
-    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * TILE + ckey * RS);
-    const __half *src_base = lane < 16 ? kc : vc;
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * RTILE + ckey * RROW);
+    const KT *src_base = lane < 16 ? kc : vc;
     /* Copies of local tile i (its key's block from lookup) into stage `st`, keys [lo, hi) of it only.
      * head: also arms the stage's barrier for every valid key of the tile and zeroes the V rows of
      * keys at or past k_end, which are never read (P = 0 there, and 0 * a stale NaN would leak;
@@ -203,23 +223,23 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
         if (i < nt) { /* warp-uniform */
             const int kt = k_begin + (warp + W * i) * DEC_TK;
             const int nv = min(DEC_TK, k_end - kt); /* >= 1: the tile starts below k_end */
-            const uint32_t bar = bar0 + 8 * st, d = dst + (uint32_t)(st * STAGE * 2);
+            const uint32_t bar = bar0 + 8 * st, d = dst + (uint32_t)(st * RSTAGE);
             if (head) {
                 /* this stage was last read by ldmatrix (generic proxy) before the __syncwarp at the top
                  * of the loop; order those reads before the async-proxy writes */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                if (lane == 0) dec_bar_expect(bar, (uint32_t)(nv * 2 * D * 2));
+                if (lane == 0) dec_bar_expect(bar, (uint32_t)nv * 2 * RB);
                 __syncwarp();
             }
             if (ckey < nv) {
                 if (kt + ckey >= lo && kt + ckey < hi) {
                     const size_t off = ((size_t)blk * a.block_size + ((kt + ckey) & bmask)) * row;
-                    dec_bulk(d, src_base + off, D * 2, bar);
+                    dec_bulk(d, src_base + off, RB, bar);
                 }
             } else if (head && lane >= 16) {
-                __half *z = ring + st * STAGE + TILE + ckey * RS;
+                unsigned char *z = ring + st * RSTAGE + RTILE + ckey * RROW; /* fp8 code 0 is +0 too */
 #pragma unroll
-                for (int u = 0; u < D / 8; u++) *(uint4 *)(z + 8 * u) = make_uint4(0, 0, 0, 0);
+                for (int u = 0; u < (int)RB / 16; u++) *(uint4 *)(z + 16 * u) = make_uint4(0, 0, 0, 0);
             }
         }
     };
@@ -261,7 +281,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
             for (int i = 0; i < 4; i++) qa[kk][i] = cuk_pack_f16(v[i].x, v[i].y);
         }
     }
-    const float qscale = a.scale * KATTN_LOG2E;
+    const float qscale = F8 ? a.scale * a.k_scale * KATTN_LOG2E : a.scale * KATTN_LOG2E;
+    const float vmul = F8 ? a.v_scale : 1.f; /* applied with the final 1 / L */
 
     float o[NT][4];
 #pragma unroll
@@ -282,7 +303,24 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
             nxt = lookup(i + NS);
             issue(i + NS - 1, cur, st_i, 0, INT_MAX, true);
         }
-        const __half *ks = ring + st_c * STAGE, *vs = ks + TILE;
+        const __half *ks, *vs;
+        if constexpr (F8) {
+            /* widen the landed fp8 tile pair into this warp's f16 tiles (8 codes per lane per step); the
+             * previous tile's ldmatrix reads of them are ordered before by the __syncwarp above */
+            const unsigned char *raw = ring + st_c * RSTAGE;
+            constexpr int C8 = D / 8, CH = 2 * DEC_TK * C8;
+#pragma unroll
+            for (int u = 0; u < CH / 32; u++) {
+                const int c = lane + 32 * u, tl = c / (DEC_TK * C8), r = (c / C8) % DEC_TK, c8 = c % C8;
+                const uint2 v = *(const uint2 *)(raw + tl * RTILE + r * RROW + c8 * 8);
+                *(uint4 *)(conv + tl * TILE + r * RS + c8 * 8) = cuk_f8x8_to_f16x8(v);
+            }
+            __syncwarp();
+            ks = conv;
+        } else {
+            ks = (const __half *)(ring + st_c * RSTAGE);
+        }
+        vs = ks + TILE;
         st_i = st_c;
         if (st_c == NS - 1) {
             st_c = 0;
@@ -400,7 +438,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
         }
         const int h = kvh * group + g;
         if (n_act == 1) { /* the whole sequence was this CTA's: finish here */
-            const float inv = 1.f / L;
+            const float inv = vmul / L;
             *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)h * D + c * 4) =
                 make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
         } else {
@@ -471,7 +509,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
                 acc.z = fmaf(w, bv[u].z, acc.z); acc.w = fmaf(w, bv[u].w, acc.w);
             }
         }
-        const float inv = 1.f / L;
+        const float inv = vmul / L;
         *(float4 *)(a.out + (size_t)q0 * a.n_head * D + (size_t)(kvh * group + g) * D + c * 4) =
             make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     }
@@ -480,8 +518,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS>::MIN_CTAS)
 int kattn_decode_shape_ok(const cuk_attn_args *a)
 {
     const int group = a->n_head / a->n_head_kv;
-    return a->kv_type == DTYPE_F16 && a->head_dim == a->head_dim_v && (a->head_dim == 64 || a->head_dim == 128) &&
-           group <= 16;
+    return (a->kv_type == DTYPE_F16 || a->kv_type == DTYPE_F8_E4M3) && a->head_dim == a->head_dim_v &&
+           (a->head_dim == 64 || a->head_dim == 128) && group <= 16;
 }
 
 int kattn_decode_supported(const cuk_attn_args *a)
@@ -510,14 +548,14 @@ static int dec_sms(void)
 
 /* CTAs of kattn_decode_split<D, W, NS> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132
  * when the device cannot be asked (no GPU: the launch fails anyway). */
-template <int D, int W, int NS> static long dec_slots_v(void)
+template <int D, int W, int NS, bool F8> static long dec_slots_v(void)
 {
-    using cfg = dec_cfg<D, W, NS>;
+    using cfg = dec_cfg<D, W, NS, F8>;
     int occ = 0;
     const size_t sm = cfg::bytes;
-    if (cudaFuncSetAttribute(kattn_decode_split<D, W, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
+    if (cudaFuncSetAttribute(kattn_decode_split<D, W, NS, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
             cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, W, NS>, cfg::TH, sm) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, W, NS, F8>, cfg::TH, sm) != cudaSuccess ||
         occ < 1) {
         (void)cudaGetLastError();
         return (long)cfg::MIN_CTAS * 132;
@@ -527,7 +565,9 @@ template <int D, int W, int NS> static long dec_slots_v(void)
 
 static long dec_slots(const cuk_attn_args *a)
 {
-    return a->head_dim == 64 ? dec_slots_v<64, DEC_W, DEC_NS64>() : dec_slots_v<128, DEC_W, DEC_NS128>();
+    if (a->kv_type == DTYPE_F8_E4M3)
+        return a->head_dim == 64 ? dec_slots_v<64, DEC_W, DEC_NS64, true>() : dec_slots_v<128, DEC_W, DEC_NS128, true>();
+    return a->head_dim == 64 ? dec_slots_v<64, DEC_W, DEC_NS64, false>() : dec_slots_v<128, DEC_W, DEC_NS128, false>();
 }
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
@@ -612,17 +652,17 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
  * 4.143 -> 4.154; batch 64 x 1k (512 CTAs, two waves: the early trigger fires only once the second
  * wave has started anyway) 7.619 -> 7.645. AIINFRA_DEC_LATE=0/1 and AIINFRA_DEC_EARLY=0 (no copies
  * before the wait) override (A/B measurements, tests). */
-template <int D, int W, int NS> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
+template <int D, int W, int NS, bool F8> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
-    using cfg = dec_cfg<D, W, NS>;
+    using cfg = dec_cfg<D, W, NS, F8>;
     const size_t sm = cfg::bytes;
-    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, W, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, W, NS, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     const long ctas = (long)ns * a->n_head_kv * a->n_seq;
     const int early = dec_env("AIINFRA_DEC_EARLY", 1) != 0;
-    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS>()) != 0;
+    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS, F8>()) != 0;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kattn_decode_split<D, W, NS>, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
+    cuk_launch(kattn_decode_split<D, W, NS, F8>, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
     return cudaGetLastError();
 }
 
@@ -630,5 +670,9 @@ cudaError_t kattn_decode_launch(cudaStream_t st, const cuk_attn_args *a)
 {
     int ns, ch;
     dec_plan(a, &ns, &ch);
-    return a->head_dim == 64 ? dec_launch<64, DEC_W, DEC_NS64>(st, a, ns, ch) : dec_launch<128, DEC_W, DEC_NS128>(st, a, ns, ch);
+    if (a->kv_type == DTYPE_F8_E4M3)
+        return a->head_dim == 64 ? dec_launch<64, DEC_W, DEC_NS64, true>(st, a, ns, ch)
+                                 : dec_launch<128, DEC_W, DEC_NS128, true>(st, a, ns, ch);
+    return a->head_dim == 64 ? dec_launch<64, DEC_W, DEC_NS64, false>(st, a, ns, ch)
+                             : dec_launch<128, DEC_W, DEC_NS128, false>(st, a, ns, ch);
 }

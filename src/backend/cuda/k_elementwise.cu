@@ -30,6 +30,7 @@ extern "C" {
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 }
+#include "backend/cuda/cuk_fp8.cuh"
 #include "backend/cuda/cuk_launch.h"
 
 #define EW_THREADS 256
@@ -397,12 +398,22 @@ __global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t he
  * 10 dependent rounds of global loads plus a serial angle table (~10 us per layer, ncu); here every
  * thread rotates at most a pair or two, and its angle comes from its own running product (the same
  * float multiplications, in the same order, as model_rope's loop: identical angles). */
-template <bool F16>
+/* KV element type of the store kernels: the cache dtype as a template argument (no per-element branch). */
+enum { KVS_F32 = 0, KVS_F16 = 1, KVS_F8 = 2 };
+template <int KV> static __device__ __forceinline__ void kv_put(void *cache, int64_t i, float x, float scale)
+{
+    if (KV == KVS_F16) ((__half *)cache)[i] = __float2half_rn(x);
+    else if (KV == KVS_F8) ((uint8_t *)cache)[i] = cuk_f8_from_f32(x / scale); /* IEEE division, as the CPU */
+    else ((float *)cache)[i] = x;
+}
+
+template <int KV>
 __global__ void __launch_bounds__(128) k_rope_store(float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
                                                     int64_t v_stride, int32_t n_head, int32_t head_dim, int32_t head_dim_v,
                                                     int32_t half, const int32_t *pos, float theta_scale, float freq_scale,
                                                     const float *factors, int neox, void *k_cache, void *v_cache,
-                                                    int32_t kvd, int32_t kvdv, const int32_t *slot)
+                                                    int32_t kvd, int32_t kvdv, const int32_t *slot, float k_scale,
+                                                    float v_scale)
 {
     cuk_pdl_wait();
     const int32_t t = blockIdx.x, y = blockIdx.y, is_k = y >= n_head, h = is_k ? y - n_head : y;
@@ -424,25 +435,23 @@ __global__ void __launch_bounds__(128) k_rope_store(float *q, int64_t q_stride, 
     __syncthreads(); /* this head's rotated k is complete (global writes of the block are visible to it) */
     const float *vr = v + (int64_t)t * v_stride + (int64_t)h * head_dim_v;
     const int64_t ko = (int64_t)sl * kvd + (int64_t)h * head_dim, vo = (int64_t)sl * kvdv + (int64_t)h * head_dim_v;
-    for (int32_t j = threadIdx.x; j < head_dim; j += blockDim.x) {
-        if (F16) ((__half *)k_cache)[ko + j] = __float2half_rn(row[j]);
-        else ((float *)k_cache)[ko + j] = row[j];
-    }
-    for (int32_t j = threadIdx.x; j < head_dim_v; j += blockDim.x) {
-        if (F16) ((__half *)v_cache)[vo + j] = __float2half_rn(vr[j]);
-        else ((float *)v_cache)[vo + j] = vr[j];
-    }
+    for (int32_t j = threadIdx.x; j < head_dim; j += blockDim.x) kv_put<KV>(k_cache, ko + j, row[j], k_scale);
+    for (int32_t j = threadIdx.x; j < head_dim_v; j += blockDim.x) kv_put<KV>(v_cache, vo + j, vr[j], v_scale);
 }
 
 extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride,
                                     const float *v, int64_t v_stride, int32_t n_tok, int32_t n_head,
                                     int32_t n_head_kv, int32_t head_dim, int32_t head_dim_v, int32_t rope_dim,
                                     const int32_t *pos, float base, float freq_scale, const float *factors, int neox,
-                                    void *k_cache, void *v_cache, dtype kv_type, const int32_t *slot, ai_err *err)
+                                    void *k_cache, void *v_cache, dtype kv_type, float k_scale, float v_scale,
+                                    const int32_t *slot, ai_err *err)
 {
     const int64_t kvd = (int64_t)n_head_kv * head_dim, kvdv = (int64_t)n_head_kv * head_dim_v;
-    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: cache dtype %d is not f16 or f32", (int)kv_type);
+    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32 && kv_type != DTYPE_F8_E4M3)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: cache dtype %d is not f16, f32 or f8_e4m3", (int)kv_type);
+    if (kv_type == DTYPE_F8_E4M3 && !(k_scale > 0 && v_scale > 0))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: fp8 scales must be > 0 (k %g, v %g)", (double)k_scale,
+                          (double)v_scale);
     if (n_tok < 0 || n_tok > INT32_MAX / 2 || n_head <= 0 || n_head_kv <= 0 || n_head + n_head_kv > 65535 ||
         head_dim <= 0 || head_dim_v <= 0 ||
         rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim || q_stride < (int64_t)n_head * head_dim ||
@@ -456,14 +465,14 @@ extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, fl
     const float theta_scale = powf(base, -2.0f / (float)rope_dim); /* host powf, as cuk_rope */
     cudaStream_t st = (cudaStream_t)s;
     const dim3 grid(n_tok, n_head + n_head_kv), block(rope_dim / 2 >= 128 || head_dim > 64 ? 128 : 64);
-    if (kv_type == DTYPE_F16)
-        cuk_launch(k_rope_store<true>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,
-                   head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
-                   (int32_t)kvd, (int32_t)kvdv, slot);
-    else
-        cuk_launch(k_rope_store<false>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,
-                   head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache,
-                   (int32_t)kvd, (int32_t)kvdv, slot);
+#define ROPE_STORE(KV)                                                                                              \
+    cuk_launch(k_rope_store<KV>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,         \
+               head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache, (int32_t)kvd, \
+               (int32_t)kvdv, slot, k_scale, v_scale)
+    if (kv_type == DTYPE_F16) ROPE_STORE(KVS_F16);
+    else if (kv_type == DTYPE_F8_E4M3) ROPE_STORE(KVS_F8);
+    else ROPE_STORE(KVS_F32);
+#undef ROPE_STORE
     CUK_LAUNCHED(err, "cuk_rope_store");
     return AI_OK;
 }
@@ -492,26 +501,26 @@ extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_h
 
 // --- KV store, gather ----------------------------------------------------------------------------
 
-template <bool F16> __global__ void k_kv_store(void *cache, const float *src, int64_t stride, int32_t width,
-                                               const int32_t *slot)
+template <int KV> __global__ void k_kv_store(void *cache, const float *src, int64_t stride, int32_t width,
+                                             const int32_t *slot, float scale)
 {
     cuk_pdl_wait();
     const int32_t t = blockIdx.y;
     const int32_t sl = slot[t];
     if (sl < 0) return;
     const float *r = src + (int64_t)t * stride;
-    for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x) {
-        if (F16) ((__half *)cache)[(int64_t)sl * width + j] = __float2half_rn(r[j]);
-        else ((float *)cache)[(int64_t)sl * width + j] = r[j];
-    }
+    for (int32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < width; j += gridDim.x * blockDim.x)
+        kv_put<KV>(cache, (int64_t)sl * width + j, r[j], scale);
 }
 
-extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, const float *k,
-                                  int64_t k_stride, const float *v, int64_t v_stride, int32_t n_tok, int32_t kvd,
-                                  int32_t kvdv, const int32_t *slot, ai_err *err)
+extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dtype kv_type, float k_scale,
+                                  float v_scale, const float *k, int64_t k_stride, const float *v, int64_t v_stride,
+                                  int32_t n_tok, int32_t kvd, int32_t kvdv, const int32_t *slot, ai_err *err)
 {
-    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_kv_store: cache dtype %d is not f16 or f32", (int)kv_type);
+    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32 && kv_type != DTYPE_F8_E4M3)
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_kv_store: cache dtype %d is not f16, f32 or f8_e4m3", (int)kv_type);
+    if (kv_type == DTYPE_F8_E4M3 && !(k_scale > 0 && v_scale > 0))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_kv_store: fp8 scales must be > 0");
     if (n_tok < 0 || n_tok > 65535 || kvd <= 0 || kvdv <= 0 || k_stride < kvd || v_stride < kvdv ||
         (n_tok > 0 && (!k_cache || !v_cache || !k || !v || !slot)))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_kv_store: bad arguments (n_tok %d, kvd %d, kvdv %d)", n_tok, kvd,
@@ -519,13 +528,15 @@ extern "C" ai_status cuk_kv_store(cuk_stream s, void *k_cache, void *v_cache, dt
     if (n_tok == 0) return AI_OK;
     cudaStream_t st = (cudaStream_t)s;
     dim3 gk((kvd + EW_THREADS - 1) / EW_THREADS, n_tok), gv((kvdv + EW_THREADS - 1) / EW_THREADS, n_tok);
-    if (kv_type == DTYPE_F16) {
-        cuk_launch(k_kv_store<true>, dim3(gk), dim3(EW_THREADS), 0, st, k_cache, k, k_stride, kvd, slot);
-        cuk_launch(k_kv_store<true>, dim3(gv), dim3(EW_THREADS), 0, st, v_cache, v, v_stride, kvdv, slot);
-    } else {
-        cuk_launch(k_kv_store<false>, dim3(gk), dim3(EW_THREADS), 0, st, k_cache, k, k_stride, kvd, slot);
-        cuk_launch(k_kv_store<false>, dim3(gv), dim3(EW_THREADS), 0, st, v_cache, v, v_stride, kvdv, slot);
-    }
+#define KV_STORE(KV)                                                                                          \
+    do {                                                                                                      \
+        cuk_launch(k_kv_store<KV>, dim3(gk), dim3(EW_THREADS), 0, st, k_cache, k, k_stride, kvd, slot, k_scale);   \
+        cuk_launch(k_kv_store<KV>, dim3(gv), dim3(EW_THREADS), 0, st, v_cache, v, v_stride, kvdv, slot, v_scale);  \
+    } while (0)
+    if (kv_type == DTYPE_F16) KV_STORE(KVS_F16);
+    else if (kv_type == DTYPE_F8_E4M3) KV_STORE(KVS_F8);
+    else KV_STORE(KVS_F32);
+#undef KV_STORE
     CUK_LAUNCHED(err, "cuk_kv_store");
     return AI_OK;
 }
