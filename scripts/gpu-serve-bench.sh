@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
 n=${1:-1000} c=${2:-256} rate=${3:-inf} port=18080
 t0=$(date +%s.%N)
 $G/bin/aiinfra serve --arch llama3-8b --random-weights --dtype bf16 --tokenizer $G/fixture/llama3-tokenizer \
-  --backend cuda --port $port --max-num-seqs "$c" --max-num-batched-tokens 8192 --ctx 2048 >"$OUT/serve.log" 2>&1 &
+  --backend cuda --port $port --max-num-seqs "$c" --max-num-batched-tokens 8192 --ctx 2048 ${SERVE_ARGS:-} >"$OUT/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
 t1=$(date +%s.%N)
