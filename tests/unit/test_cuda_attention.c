@@ -398,14 +398,17 @@ static void test_prefill_fa3(void **state)
     setenv("AIINFRA_PREFILL", "fa3", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case_path(&cases[i].c, cases[i].path);
     for (size_t i = 0; i < sizeof prefill_cases / sizeof prefill_cases[0]; i++) run_case(&prefill_cases[i]);
-    /* the choice: fa3 by default (measured faster on the H200, 2026-12-04), fa2 when asked */
-    attn_case c = cases[0].c;
+    /* the choice: by default fa3 from a 1024-row query run (cases[4]: 1537), fa2 below (cases[0]: 333) */
+    attn_case c = cases[4].c;
     c.name = "fa3 case, AIINFRA_PREFILL=fa2";
     setenv("AIINFRA_PREFILL", "fa2", 1);
     run_case_path(&c, "fa2");
     unsetenv("AIINFRA_PREFILL");
-    c.name = "fa3 case, AIINFRA_PREFILL unset (default fa3)";
+    c.name = "fa3 case, AIINFRA_PREFILL unset (default fa3: q_len 1537)";
     run_case_path(&c, "fa3");
+    c = cases[0].c;
+    c.name = "fa3 case, AIINFRA_PREFILL unset (default fa2: q_len <= 333)";
+    run_case_path(&c, "fa2");
 }
 
 static void test_bad_args(void **state)

@@ -5,8 +5,8 @@
  *   max_q_len == 1, f16 or fp8, d = dv in {64, 128}, group <= 16,
  *   16-byte aligned caches, out and work                     -> split-KV decode, one launch (k_attn_decode.cu)
  *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
- *     ... and block_size >= 8, an sm_90 device,
- *     AIINFRA_PREFILL not "fa2"                             -> the Hopper prefill (k_attn_prefill_hopper.cu)
+ *     ... and max_q_len >= 1024 (or AIINFRA_PREFILL=fa3),
+ *     block_size >= 8, an sm_90 device                      -> the Hopper prefill (k_attn_prefill_hopper.cu)
  *   anything else (fp8 prefill included, for now)            -> kattn_generic (this file)
  * An fp8 cache element reads as code * k_scale (K) or * v_scale (V); the generic kernel folds k_scale
  * into the query scale and v_scale into 1 / l.
@@ -129,19 +129,22 @@ static int kattn_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static int kattn_use_decode(const cuk_attn_args *a) { return a->max_q_len == 1 && kattn_decode_supported(a); }
 
-/* The prefill choice for A/B runs: AIINFRA_PREFILL=fa2|fa3 (read per call, like the decode knobs);
- * unset or anything else: the build's default, the Hopper kernel since it was measured faster at
- * every shape (H200, 2026-12-04: ladder v3_backend 194 -> 304 TFLOP/s causal d 128 s 4096, 181 -> 221
- * d 64, 342 -> 455 at s 1024; -DKATTN_PREFILL_FA3_DEFAULT=0 makes FA2 the default again). */
-#ifndef KATTN_PREFILL_FA3_DEFAULT
-#define KATTN_PREFILL_FA3_DEFAULT 1
+/* The prefill choice: AIINFRA_PREFILL=fa2|fa3 forces one (read per call, like the decode knobs; A/B
+ * runs); otherwise the Hopper kernel for batches whose longest query run is >= KATTN_FA3_MIN_Q rows,
+ * FA2 below. H200, 2026-12-04, causal d 128, same runs: ladder v3_backend 194 -> 304 TFLOP/s at
+ * s 4096, 181 -> 221 d 64, 342 -> 455 at s 1024; bench_cuda_attention (32 / 8 heads, block 16)
+ * 1 x 4096 214 -> 269, but 8 x 512 132 -> 117: with 128-row tiles and one CTA per SM, short causal
+ * runs leave the Hopper kernel too few key tiles per CTA to hide its prologue and too few CTAs for
+ * the waves to even out. Where between 512 and 1024 it crosses is not measured. */
+#ifndef KATTN_FA3_MIN_Q
+#define KATTN_FA3_MIN_Q 1024
 #endif
-static int kattn_want_fa3(void)
+static int kattn_want_fa3(const cuk_attn_args *a)
 {
     const char *e = getenv("AIINFRA_PREFILL");
     if (e && strcmp(e, "fa3") == 0) return 1;
     if (e && strcmp(e, "fa2") == 0) return 0;
-    return KATTN_PREFILL_FA3_DEFAULT;
+    return a->max_q_len >= KATTN_FA3_MIN_Q;
 }
 
 enum { KATTN_DECODE, KATTN_FA2, KATTN_FA3, KATTN_GENERIC };
@@ -149,7 +152,7 @@ static int kattn_pick(const cuk_attn_args *a)
 {
     if (kattn_use_decode(a)) return KATTN_DECODE;
     if (a->max_q_len > 1 && kattn_prefill_supported(a))
-        return kattn_want_fa3() && kattn_prefill_hopper_supported(a) ? KATTN_FA3 : KATTN_FA2;
+        return kattn_want_fa3(a) && kattn_prefill_hopper_supported(a) ? KATTN_FA3 : KATTN_FA2;
     return KATTN_GENERIC;
 }
 

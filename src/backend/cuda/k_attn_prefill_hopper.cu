@@ -6,12 +6,15 @@
  * by scale * log2 e, S and O accumulated in fp32, P rounded to f16 for P V.
  *
  * Verified on the H200 2026-12-04 (test_cuda_attention's test_prefill_fa3 and the older prefill
- * cases pass at 3e-3) and faster than the FA2 kernel at every shape measured, so the default
- * (AIINFRA_PREFILL=fa2 picks FA2): ladder row v3_backend, causal, H200, same run:
- *   b4 h32 s4096 d128   FA2 194 TFLOP/s -> 304   (the ladder's v4e on a contiguous cache: 537)
- *   b4 h16 s4096 d64    FA2 181         -> 221
- *   b2 h16 s1024 d128   FA2 342         -> 455
- * Llama-3-8B prefill of 512 tokens (aiinfra bench) 40,742 -> 40,843 tok/s: attention is small there.
+ * cases pass at 3e-3; compute-sanitizer memcheck and racecheck clean on the ladder's v3_backend).
+ * Causal, H200, FA2 -> this kernel in the same runs:
+ *   ladder v3_backend b4 h32 s4096 d128   194 TFLOP/s -> 304   (the ladder's v4e, contiguous cache: 537)
+ *   ladder v3_backend b4 h16 s4096 d64    181         -> 221
+ *   ladder v3_backend b2 h16 s1024 d128   342         -> 455
+ *   bench_cuda_attention 1 x 4096, 32/8 heads, block 16   214 -> 269
+ *   bench_cuda_attention 8 x 512                          132 -> 117   (slower: short runs)
+ * So k_attention.cu picks it for batches with a query run >= 1024 rows. Llama-3-8B prefill of 512
+ * tokens (aiinfra bench, AIINFRA_PREFILL forced) 40,742 -> 40,843 tok/s: attention is small there.
  *
  * Invariants:
  *  1. A CTA is 2 consumer warpgroups (256 threads) of HP_BM = 128 query rows of one query head;
