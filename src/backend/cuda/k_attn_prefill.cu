@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(NW * 32, 8 / NW) kattn_fa2(const cuk_attn_args
             kattn_cp_wait<0>();
         }
         __syncthreads(); /* fp8: also every warp is done with the previous tile's widened K, V */
-        if constexpr (F8) { /* widen stage st into the one f16 (K, V) tile; the codes' stage is refilled next iteration */
+        if constexpr (F8) { /* widen stage st into the one f16 (K, V) tile; the next iteration refills st */
             const uint8_t *k8 = K8 + st * 2 * FA_BN * D, *v8 = k8 + FA_BN * D;
 #pragma unroll
             for (int i = 0; i < FA_BN * FC / NT; i++) {
@@ -221,7 +221,8 @@ __global__ void __launch_bounds__(NW * 32, 8 / NW) kattn_fa2(const cuk_attn_args
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
         const float ms0 = mx0 == -INFINITY ? 0.f : mx0, ms1 = mx1 == -INFINITY ? 0.f : mx1;
-        const float c0 = kattn_exp2(F8 ? (m0 - ms0) * kmul : m0 - ms0), c1 = kattn_exp2(F8 ? (m1 - ms1) * kmul : m1 - ms1);
+        const float c0 = kattn_exp2(F8 ? (m0 - ms0) * kmul : m0 - ms0);
+        const float c1 = kattn_exp2(F8 ? (m1 - ms1) * kmul : m1 - ms1);
         const float nk0 = -ms0 * kmul, nk1 = -ms1 * kmul; /* fp8: p = 2^(s k_scale - m k_scale) */
         m0 = mx0;
         m1 = mx1;
@@ -282,7 +283,8 @@ __global__ void __launch_bounds__(NW * 32, 8 / NW) kattn_fa2(const cuk_attn_args
 
 int kattn_prefill_supported(const cuk_attn_args *a)
 {
-    return (a->kv_type == DTYPE_F16 || a->kv_type == DTYPE_F8_E4M3) && a->head_dim == a->head_dim_v && (a->head_dim == 64 || a->head_dim == 128) &&
+    return (a->kv_type == DTYPE_F16 || a->kv_type == DTYPE_F8_E4M3) && a->head_dim == a->head_dim_v &&
+           (a->head_dim == 64 || a->head_dim == 128) &&
            a->q_stride % 4 == 0 && ((uintptr_t)a->q & 15) == 0 && ((uintptr_t)a->out & 7) == 0 &&
            ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
 }
@@ -300,6 +302,7 @@ template <int D, bool F8> static cudaError_t fa_launch(cudaStream_t st, const cu
 
 cudaError_t kattn_prefill_launch(cudaStream_t st, const cuk_attn_args *a)
 {
-    if (a->kv_type == DTYPE_F8_E4M3) return a->head_dim == 64 ? fa_launch<64, true>(st, a) : fa_launch<128, true>(st, a);
+    if (a->kv_type == DTYPE_F8_E4M3)
+        return a->head_dim == 64 ? fa_launch<64, true>(st, a) : fa_launch<128, true>(st, a);
     return a->head_dim == 64 ? fa_launch<64, false>(st, a) : fa_launch<128, false>(st, a);
 }
