@@ -6,7 +6,8 @@
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
  *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate); once with the FA2 kernel and once
  *           with the Hopper one (rows "fa2" / "fa3": AIINFRA_PREFILL set per row; timing only, the
- *           correctness of both is test_cuda_attention's).
+ *           correctness of both is test_cuda_attention's); then the same shapes over an fp8 e4m3 cache
+ *           (rows "fp8", the default dispatch, the kernel it picked in brackets: FA2 on widened tiles).
  * Each figure is the median of 20 runs timed with CUDA events; a 256 MB read pass (ladder_flush_l2) runs
  * between runs so L2 (50 MB) never serves the cache. Until 2026-12-04 it was a memset, which left ~50 MB
  * of dirty lines in L2 whose write-back the timed kernel paid for (decode 8 x 1k: 21.3 us with it). Block tables are random permutations of all blocks (paged, out of
@@ -32,6 +33,7 @@ int main(void)
 #include <cuda_runtime_api.h>
 
 #include "aiinfra/dtype.h"
+#include "aiinfra/fp8.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels/ladder_flush.h"
 
@@ -76,6 +78,22 @@ static void fill_random16(void *d, size_t n, int bf16)
         CK(cudaMemcpy(pat, h, pb, cudaMemcpyHostToDevice));
         free(h);
         pat_bf16 = bf16;
+    }
+    for (size_t off = 0; off < n; off += pb) CK(cudaMemcpy((char *)d + off, pat, n - off < pb ? n - off : pb, cudaMemcpyDeviceToDevice));
+}
+
+/* Fills n bytes of device memory with a tiled 64 MB pattern of fp8 e4m3 codes of 8 x [-1, 1] (no NaN
+ * codes; read with scales 1 / 8, the values of the f16 fill). */
+static void fill_random_f8(void *d, size_t n)
+{
+    static void *pat = NULL;
+    const size_t pb = 64u << 20;
+    if (!pat) {
+        uint8_t *h = malloc(pb);
+        for (size_t i = 0; i < pb; i++) h[i] = fp8_e4m3_from_f32(8.f * randf());
+        CK(cudaMalloc(&pat, pb));
+        CK(cudaMemcpy(pat, h, pb, cudaMemcpyHostToDevice));
+        free(h);
     }
     for (size_t off = 0; off < n; off += pb) CK(cudaMemcpy((char *)d + off, pat, n - off < pb ? n - off : pb, cudaMemcpyDeviceToDevice));
 }
@@ -189,12 +207,15 @@ static void sweep_attn(attn_ctx *c, int n_seq, int ctx, double bytes);
 
 /* One configuration: n_seq sequences of ctx keys each, q_len queries each (1 = decode), max_seq_len
  * bound >= ctx (the engine passes a power of two at least the longest sequence, capped at its
- * context). Returns ms; with sweep, prints the decode sweep instead (returns 0). */
-static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep)
+ * context), cache element kv (DTYPE_F16 or DTYPE_F8_E4M3). Returns ms; with sweep, prints the decode
+ * sweep instead (returns 0). path (may be NULL): the kernel the dispatch picked. */
+static float bench_attn_kv(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep, dtype kv,
+                           const char **path)
 {
     const int n_head = 32, n_kv = 8, d = 128, bs = 16;
     const int nb = (bound + bs - 1) / bs, n_blocks = n_seq * nb;
-    const size_t row = (size_t)n_kv * d * 2, cache = (size_t)n_blocks * bs * row;
+    const size_t esz = kv == DTYPE_F8_E4M3 ? 1 : 2;
+    const size_t row = (size_t)n_kv * d * esz, cache = (size_t)n_blocks * bs * row;
     int32_t *perm = malloc(sizeof(int32_t) * n_blocks);
     for (int i = 0; i < n_blocks; i++) perm[i] = i;
     for (int i = n_blocks - 1; i > 0; i--) {
@@ -214,8 +235,13 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     void *k, *v, *q, *o, *bt, *dqs, *dsl;
     CK(cudaMalloc(&k, cache));
     CK(cudaMalloc(&v, cache));
-    fill_random16(k, cache, 0);
-    fill_random16(v, cache, 0);
+    if (esz == 1) {
+        fill_random_f8(k, cache);
+        fill_random_f8(v, cache);
+    } else {
+        fill_random16(k, cache, 0);
+        fill_random16(v, cache, 0);
+    }
     CK(cudaMalloc(&q, sizeof(float) * (size_t)n_tok * n_head * d));
     CK(cudaMemcpy(q, hq, sizeof(float) * (size_t)n_tok * n_head * d, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&o, sizeof(float) * (size_t)n_tok * n_head * d));
@@ -230,7 +256,8 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     a->q_stride = n_head * d;
     a->k_cache = k;
     a->v_cache = v;
-    a->kv_type = DTYPE_F16;
+    a->kv_type = kv;
+    a->k_scale = a->v_scale = esz == 1 ? 0.125f : 1.f;
     a->block_tables = bt;
     a->q_start = dqs;
     a->seq_len = dsl;
@@ -248,6 +275,7 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     if (a->work_size) CK(cudaMalloc(&a->work, a->work_size));
     if (a->work_size) CK(cudaMemset(a->work, 0, a->work_size)); /* decode's counters start at 0 */
     *kv_bytes = 2.0 * (double)n_seq * ctx * row;
+    if (path) *path = cuk_attention_path(a);
     float ms = 0;
     if (sweep) sweep_attn(&c, n_seq, ctx, *kv_bytes);
     else ms = time_median(run_attn, &c, 1);
@@ -255,6 +283,11 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     if (a->work) cudaFree(a->work);
     free(perm); free(qs); free(sl); free(hq);
     return ms;
+}
+
+static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep)
+{
+    return bench_attn_kv(n_seq, ctx, bound, q_len, kv_bytes, sweep, DTYPE_F16, NULL);
 }
 
 static double copy_gbs;
@@ -356,6 +389,19 @@ int main(int argc, char **argv)
             snprintf(name, sizeof name, "%d x %d %s", pre[i][0], pre[i][1], pre_path[k]);
             printf("%-26s %10.1f %10.1f %7.1f%%\n", name, ms * 1e3, tf, 100.0 * tf / gemm);
         }
+    }
+    /* fp8 cache, the default dispatch (the Hopper prefill is f16-only: FA2 on widened tiles) */
+    unsetenv("AIINFRA_PREFILL");
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+        double bytes;
+        const char *path = "?";
+        float ms = bench_attn_kv(pre[i][0], pre[i][1], pre[i][1], pre[i][1], &bytes, 0, DTYPE_F8_E4M3, &path);
+        const double s = pre[i][1];
+        double flop = pre[i][0] * 4.0 * s * s * 128 * 32 / 2;
+        double tf = flop / (ms * 1e-3) / 1e12;
+        char name[64];
+        snprintf(name, sizeof name, "%d x %d fp8 (%s)", pre[i][0], pre[i][1], path);
+        printf("%-26s %10.1f %10.1f %7.1f%%\n", name, ms * 1e3, tf, 100.0 * tf / gemm);
     }
     if (saved_pre) setenv("AIINFRA_PREFILL", saved_pre, 1);
     else unsetenv("AIINFRA_PREFILL");

@@ -353,10 +353,7 @@ static const attn_case prefill_cases[] = {
         {"prefill f16 d128/dv64 (generic) bs32", 2, {50, 100}, {50, 37}, 4, 2, 128, 64, 32, DTYPE_F16, 26},
         {"prefill f32 d128 (generic) bs16", 3, {17, 300, 100}, {17, 37, 1}, 8, 1, 128, 128, 16, DTYPE_F32, 27},
         {"prefill f32 d256 (generic) bs16", 2, {40, 90}, {40, 5}, 2, 1, 256, 256, 16, DTYPE_F32, 28},
-        /* fp8: prefill runs the generic kernel for now (k_attention.cu); mixed batches split as in the runner */
-        {"mixed fp8 d128 gqa4 bs16 (generic)", 7, {1, 15, 16, 17, 100, 1000, 1200}, {1, 15, 1, 17, 37, 100, 37}, 8, 2,
-         128, 128, 16, DTYPE_F8_E4M3, 29},
-        {"prefill fp8 d64 9/3 heads bs32 (generic)", 3, {64, 130, 77}, {64, 37, 1}, 9, 3, 64, 64, 32, DTYPE_F8_E4M3, 20},
+        /* fp8 prefill: test_prefill_fp8 */
 };
 
 static void test_prefill(void **state)
@@ -409,6 +406,48 @@ static void test_prefill_fa3(void **state)
     c = cases[0].c;
     c.name = "fa3 case, AIINFRA_PREFILL unset (default fa2: q_len <= 333)";
     run_case_path(&c, "fa2");
+}
+
+/* fp8 e4m3 prefill: the FA2 kernel on tiles widened to f16 in shared memory (k_attn_prefill.cu,
+ * template F8); the Hopper prefill refuses fp8, so the path is "fa2" under the default and under
+ * AIINFRA_PREFILL=fa3 and =fa2 alike. Tolerance 3e-3 as f16 (the widening is exact; run_case_path).
+ * Mixed batches with q_len 1 rows (split as in the runner), prefixes already cached (q_len < seq_len),
+ * odd lengths, GQA 1 / 3 / 4 / 8, d 64 and 128, block sizes 4, 8, 16, 32, 64, many 64-row query tiles
+ * (333, 517, 1537 rows), long sequences (1537 keys, a 1900-key prefix), sequences whose last 64-key tile
+ * holds 1 key (65, 129, 385: the rest of that block is NaN in the cache and must not be read), and the
+ * shapes the kernel does not take (d 96, d 128 / dv 64), which stay on the generic kernel. */
+static void test_prefill_fp8(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    static const struct { attn_case c; const char *path; } cases[] = {
+        {{"mixed fp8 d128 gqa4 bs16", 7, {1, 15, 16, 17, 100, 1000, 1200}, {1, 15, 1, 17, 37, 100, 37}, 8, 2, 128, 128,
+          16, DTYPE_F8_E4M3, 29}, "fa2"},
+        {{"prefill fp8 d64 9/3 heads bs32", 3, {64, 130, 77}, {64, 37, 1}, 9, 3, 64, 64, 32, DTYPE_F8_E4M3, 20}, "fa2"},
+        {{"fp8 d128 gqa4 bs16 prefix cached", 5, {1200, 333, 77, 1000, 130}, {37, 333, 77, 129, 1}, 8, 2, 128, 128, 16,
+          DTYPE_F8_E4M3, 71}, "fa2"},
+        {{"fp8 d128 gqa4 bs8", 2, {255, 1030}, {200, 257}, 8, 2, 128, 128, 8, DTYPE_F8_E4M3, 72}, "fa2"},
+        {{"fp8 d64 gqa4 bs32", 4, {517, 64, 300, 1}, {517, 63, 131, 1}, 16, 4, 64, 64, 32, DTYPE_F8_E4M3, 73}, "fa2"},
+        {{"fp8 d128 gqa4 bs16 1 x 1537 (25 q tiles)", 1, {1537}, {1537}, 8, 2, 128, 128, 16, DTYPE_F8_E4M3, 74}, "fa2"},
+        {{"fp8 d128 32/8 heads bs16 1900 cached + 211", 1, {2111}, {211}, 32, 8, 128, 128, 16, DTYPE_F8_E4M3, 75},
+         "fa2"},
+        {{"fp8 d64 gqa4 bs16 last tile 1 key", 3, {129, 257, 385}, {129, 2, 385}, 8, 2, 64, 64, 16, DTYPE_F8_E4M3, 76},
+         "fa2"},
+        {{"fp8 d128 gqa8 bs4 last tile 1 key", 2, {65, 333}, {65, 333}, 16, 2, 128, 128, 4, DTYPE_F8_E4M3, 77}, "fa2"},
+        {{"fp8 d128 mha bs64", 2, {700, 129}, {300, 129}, 4, 4, 128, 128, 64, DTYPE_F8_E4M3, 78}, "fa2"},
+        {{"fp8 d96 (generic) bs16", 2, {50, 200}, {50, 37}, 6, 2, 96, 96, 16, DTYPE_F8_E4M3, 79}, "generic"},
+        {{"fp8 d128/dv64 (generic) bs32", 2, {50, 100}, {50, 37}, 4, 2, 128, 64, 32, DTYPE_F8_E4M3, 80}, "generic"},
+    };
+    unsetenv("AIINFRA_PREFILL");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case_path(&cases[i].c, cases[i].path);
+    static const char *const forced[] = {"fa3", "fa2"};
+    for (size_t k = 0; k < 2; k++) {
+        attn_case c = cases[2].c;
+        c.name = k == 0 ? "fp8 case, AIINFRA_PREFILL=fa3 (-> fa2)" : "fp8 case, AIINFRA_PREFILL=fa2";
+        setenv("AIINFRA_PREFILL", forced[k], 1);
+        run_case_path(&c, "fa2");
+    }
+    unsetenv("AIINFRA_PREFILL");
 }
 
 static void test_bad_args(void **state)
@@ -490,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_decode_forced),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_prefill_fa3),
+        cmocka_unit_test(test_prefill_fp8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -159,9 +159,9 @@ typedef backend_attn cuk_attn_args; /* fields (include/aiinfra/backend.h):
  * sequences, the same heads, and any context. */
 size_t cuk_attention_work_size(const cuk_attn_args *a);
 ai_status cuk_attention(cuk_stream s, const cuk_attn_args *a, ai_err *err);
-/* The kernel cuk_attention would run for a (valid) a: "decode", "fa2" (FlashAttention-2 prefill),
- * "fa3" (the Hopper prefill: where it supports a and max_q_len >= 1024, or AIINFRA_PREFILL=fa3
- * asks; AIINFRA_PREFILL=fa2 never) or "generic". For tests and
+/* The kernel cuk_attention would run for a (valid) a: "decode", "fa2" (FlashAttention-2 prefill,
+ * f16 or fp8 cache), "fa3" (the Hopper prefill, f16 cache only: where it supports a and
+ * max_q_len >= 1024, or AIINFRA_PREFILL=fa3 asks; AIINFRA_PREFILL=fa2 never) or "generic". For tests and
  * benchmarks that must know which path they measured. */
 const char *cuk_attention_path(const cuk_attn_args *a);
 

@@ -4,12 +4,14 @@
  * Dispatch (cuk_attention):
  *   max_q_len == 1, f16 or fp8, d = dv in {64, 128}, group <= 16,
  *   16-byte aligned caches, out and work                     -> split-KV decode, one launch (k_attn_decode.cu)
- *   max_q_len  > 1, f16, d = dv in {64, 128}, aligned q     -> FlashAttention-2 (k_attn_prefill.cu)
- *     ... and max_q_len >= 1024 (or AIINFRA_PREFILL=fa3),
- *     block_size >= 8, an sm_90 device                      -> the Hopper prefill (k_attn_prefill_hopper.cu)
- *   anything else (fp8 prefill included, for now)            -> kattn_generic (this file)
+ *   max_q_len  > 1, f16 or fp8, d = dv in {64, 128},
+ *     aligned q, caches and out                              -> FlashAttention-2 (k_attn_prefill.cu; fp8
+ *                                                             tiles widened to f16 in shared memory)
+ *     ... and f16, block_size >= 8, an sm_90 device,
+ *     max_q_len >= 1024 (or AIINFRA_PREFILL=fa3)            -> the Hopper prefill (k_attn_prefill_hopper.cu)
+ *   anything else (f32 caches, other head sizes)             -> kattn_generic (this file)
  * An fp8 cache element reads as code * k_scale (K) or * v_scale (V); the generic kernel folds k_scale
- * into the query scale and v_scale into 1 / l.
+ * into the query scale and v_scale into 1 / l, the FA2 kernel k_scale into the exp2 argument.
  * The generic kernel is one CTA of 128 threads per (query row, head): it walks the keys in chunks
  * of 128 (one score per thread), keeps the online-softmax max and sum in fp32 (natural exp, not
  * the approximate exp2, so it doubles as an f32 reference on the GPU) and accumulates P.V with

@@ -42,11 +42,13 @@ size_t kattn_decode_work_need(const cuk_attn_args *a);
 size_t kattn_decode_work_bound(const cuk_attn_args *a);
 cudaError_t kattn_decode_launch(cudaStream_t s, const cuk_attn_args *a);
 
-/* 1 when the FA2 prefill kernel handles these arguments (f16, d = dv in {64, 128}, aligned q). */
+/* 1 when the FA2 prefill kernel handles these arguments (f16 or fp8 e4m3 cache, d = dv in {64, 128},
+ * aligned q, out and caches). */
 int kattn_prefill_supported(const cuk_attn_args *a);
 cudaError_t kattn_prefill_launch(cudaStream_t s, const cuk_attn_args *a);
 /* The Hopper prefill (k_attn_prefill_hopper.cu, wgmma + TMA; the default for max_q_len >= 1024):
- * _supported adds block_size >= 8 and a compute capability 9.0 device to the FA2 kernel's conditions. */
+ * _supported adds an f16 cache (fp8 stays on FA2), block_size >= 8 and a compute capability 9.0 device
+ * to the FA2 kernel's conditions. */
 int kattn_prefill_hopper_supported(const cuk_attn_args *a);
 cudaError_t kattn_prefill_hopper_launch(cudaStream_t s, const cuk_attn_args *a);
 

@@ -293,7 +293,9 @@ static cudaError_t hp_tmap(CUtensorMap *m, const void *base, int cols, int box_r
 
 int kattn_prefill_hopper_supported(const cuk_attn_args *a)
 {
-    if (!kattn_prefill_supported(a) || a->block_size < HP_MIN_BS) return 0;
+    /* f16 only: an fp8 cache runs the FA2 kernel (it widens landed fp8 tiles; this one's TMA boxes
+     * feed wgmma straight from the swizzled f16 layout) */
+    if (!kattn_prefill_supported(a) || a->kv_type != DTYPE_F16 || a->block_size < HP_MIN_BS) return 0;
     const int64_t units = (int64_t)a->n_seq * a->n_head, n_qt = (a->max_q_len + HP_BM - 1) / HP_BM;
     if (units * n_qt > INT_MAX) return 0;
     int dev = 0, major = 0, minor = 0;
