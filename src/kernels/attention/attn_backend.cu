@@ -1,8 +1,8 @@
 /* attn_backend.cu - v3_backend: the CUDA backend's prefill attention called through its C entry point
  * cuk_attention on this ladder's layout, so the ladder measures the kernel the engine runs (whatever
- * cuk_attention's dispatch picks: the FlashAttention-2 kernel, src/backend/cuda/k_attn_prefill.cu, by
- * default; the Hopper kernel, k_attn_prefill_hopper.cu, with AIINFRA_PREFILL=fa3 where it applies:
- * block size >= 8, i.e. s a multiple of 8 here) instead of keeping a second copy of it.
+ * cuk_attention's dispatch picks: the Hopper kernel, src/backend/cuda/k_attn_prefill_hopper.cu, for
+ * s >= 1024 where it applies (block size >= 8, i.e. s a multiple of 8 here), the FlashAttention-2
+ * kernel, k_attn_prefill.cu, otherwise; AIINFRA_PREFILL=fa2|fa3 forces one) instead of keeping a second copy of it.
  *
  * The backend kernel reads f32 Q (n_tok, q_stride), an f16 paged KV cache addressed through a block
  * table, and writes f32 O; it is causal only (query j of a sequence sees keys up to its position) and

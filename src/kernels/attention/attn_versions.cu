@@ -17,7 +17,7 @@
  *                  whose rows all kept theirs skips the O rescale
  *   v4f_fa3_lazy_pp  v4e + ping-pong of the two consumer warpgroups (v4b's turn barriers)
  *   v4g_fa3_prod_l2  v4 (producer warpgroup, 64-key tiles at d 128) + v4d's L2 order + v4e's lazy rescale
- *   v3_backend     the CUDA backend's prefill (FA2; AIINFRA_PREFILL=fa3: Hopper) called through cuk_attention on
+ *   v3_backend     the CUDA backend's prefill (Hopper from s 1024, else FA2; AIINFRA_PREFILL forces) called through cuk_attention on
  *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
  *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
  *   v3_fa2_bwd     FA2 style backward: P rebuilt from lse per tile, D = rowsum(dO * O) up front, one
@@ -47,7 +47,7 @@ extern "C" const attn_version attn_versions[] = {
       attn_v4f_run },
     { "v4g_fa3_prod_l2", "v4 (producer warpgroup, 64-key tiles at d 128) + v4d's L2 order + v4e's lazy rescale", 0, 1,
       no_work, attn_v4g_run },
-    { "v3_backend", "backend prefill via cuk_attention's dispatch (FA2; AIINFRA_PREFILL=fa3: Hopper), conversions timed, causal", 0, 0,
+    { "v3_backend", "backend prefill via cuk_attention's dispatch (Hopper from s 1024, else FA2), conversions timed, causal", 0, 0,
       attn_vbe_work, attn_vbe_run },
     { "v1_naive_bwd", "P, dP, dS as (s,s) fp32 in memory; 5 naive GEMMs", 1, 0, attn_v1b_work, attn_v1b_run },
     { "v3_fa2_bwd", "FA2 bwd: P from lse per tile, dK/dV pass + dQ pass, no atomics, fp32 FMA", 1, 0, attn_v3b_work,
