@@ -17,8 +17,8 @@
  *                  whose rows all kept theirs skips the O rescale
  *   v4f_fa3_lazy_pp  v4e + ping-pong of the two consumer warpgroups (v4b's turn barriers)
  *   v4g_fa3_prod_l2  v4 (producer warpgroup, 64-key tiles at d 128) + v4d's L2 order + v4e's lazy rescale
- *   v3_backend     the CUDA backend's prefill (Hopper from s 1024, else FA2; AIINFRA_PREFILL forces) called through cuk_attention on
- *                  this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
+ *   v3_backend     the CUDA backend's prefill (Hopper from s 1024, else FA2; AIINFRA_PREFILL forces)
+ *                  called through cuk_attention on this layout, conversions included; causal only (else cudaErrorNotSupported: no row)
  *   v1_naive_bwd   P, dP, dS as (s, s) fp32 matrices in memory, 5 naive GEMMs
  *   v3_fa2_bwd     FA2 style backward: P rebuilt from lse per tile, D = rowsum(dO * O) up front, one
  *                  pass for dK / dV over key tiles and one for dQ over query tiles, no atomics
