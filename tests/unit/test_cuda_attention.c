@@ -521,8 +521,11 @@ static void test_bad_args(void **state)
     assert_int_equal(cuk_attention_work_size(&b), 0);
 }
 
-int main(void)
+/* An argument selects tests by name (cmocka's filter: '*' and '?' wildcards), e.g. for one test
+ * under compute-sanitizer: test_cuda_attention 'test_prefill_fp8'. */
+int main(int argc, char **argv)
 {
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_decode),
