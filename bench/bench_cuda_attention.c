@@ -2,7 +2,10 @@
  * d 128, f16 cache, block 16) against ceilings measured in the same run.
  *
  *   decode  (q_len 1): 1 x 32k, 8 x 8k, 8 x 1k, 64 x 1k, 256 x 1k contexts -> GB/s of K+V read, against the
- *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written);
+ *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written); f16 cache, then the
+ *           same shapes with an fp8 e4m3 cache (rows "fp8": GB/s of the fp8 bytes, half the f16 ones, and
+ *           the speed-up over the f16 row), once per fp8 kernel variant (AIINFRA_DEC_F8: reg, cvt,
+ *           reg-deep, cvt-deep, widen; "fp8 reg" is the default);
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
  *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate); once with the FA2 kernel and once
  *           with the Hopper one (rows "fa2" / "fa3": AIINFRA_PREFILL set per row; timing only, the
@@ -32,6 +35,7 @@ int main(void)
 #include <cuda_runtime_api.h>
 
 #include "aiinfra/dtype.h"
+#include "aiinfra/fp8.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels/ladder_flush.h"
 
@@ -76,6 +80,22 @@ static void fill_random16(void *d, size_t n, int bf16)
         CK(cudaMemcpy(pat, h, pb, cudaMemcpyHostToDevice));
         free(h);
         pat_bf16 = bf16;
+    }
+    for (size_t off = 0; off < n; off += pb) CK(cudaMemcpy((char *)d + off, pat, n - off < pb ? n - off : pb, cudaMemcpyDeviceToDevice));
+}
+
+/* Fills n bytes of device memory with a tiled 64 MB pattern of fp8 e4m3 codes of values in [-1, 1]
+ * (never the NaN codes: the cache never holds them). */
+static void fill_random8(void *d, size_t n)
+{
+    static void *pat = NULL;
+    const size_t pb = 64u << 20;
+    if (!pat) {
+        uint8_t *h = malloc(pb);
+        for (size_t i = 0; i < pb; i++) h[i] = fp8_e4m3_from_f32(randf());
+        CK(cudaMalloc(&pat, pb));
+        CK(cudaMemcpy(pat, h, pb, cudaMemcpyHostToDevice));
+        free(h);
     }
     for (size_t off = 0; off < n; off += pb) CK(cudaMemcpy((char *)d + off, pat, n - off < pb ? n - off : pb, cudaMemcpyDeviceToDevice));
 }
@@ -189,12 +209,13 @@ static void sweep_attn(attn_ctx *c, int n_seq, int ctx, double bytes);
 
 /* One configuration: n_seq sequences of ctx keys each, q_len queries each (1 = decode), max_seq_len
  * bound >= ctx (the engine passes a power of two at least the longest sequence, capped at its
- * context). Returns ms; with sweep, prints the decode sweep instead (returns 0). */
-static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep)
+ * context), cache of type kv (DTYPE_F16 or DTYPE_F8_E4M3). Returns ms; with sweep, prints the decode
+ * sweep instead (returns 0). */
+static float bench_attn_kv(int n_seq, int ctx, int bound, int q_len, dtype kv, double *kv_bytes, int sweep)
 {
     const int n_head = 32, n_kv = 8, d = 128, bs = 16;
     const int nb = (bound + bs - 1) / bs, n_blocks = n_seq * nb;
-    const size_t row = (size_t)n_kv * d * 2, cache = (size_t)n_blocks * bs * row;
+    const size_t row = (size_t)n_kv * d * (kv == DTYPE_F8_E4M3 ? 1 : 2), cache = (size_t)n_blocks * bs * row;
     int32_t *perm = malloc(sizeof(int32_t) * n_blocks);
     for (int i = 0; i < n_blocks; i++) perm[i] = i;
     for (int i = n_blocks - 1; i > 0; i--) {
@@ -214,8 +235,13 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     void *k, *v, *q, *o, *bt, *dqs, *dsl;
     CK(cudaMalloc(&k, cache));
     CK(cudaMalloc(&v, cache));
-    fill_random16(k, cache, 0);
-    fill_random16(v, cache, 0);
+    if (kv == DTYPE_F8_E4M3) {
+        fill_random8(k, cache);
+        fill_random8(v, cache);
+    } else {
+        fill_random16(k, cache, 0);
+        fill_random16(v, cache, 0);
+    }
     CK(cudaMalloc(&q, sizeof(float) * (size_t)n_tok * n_head * d));
     CK(cudaMemcpy(q, hq, sizeof(float) * (size_t)n_tok * n_head * d, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&o, sizeof(float) * (size_t)n_tok * n_head * d));
@@ -230,7 +256,8 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     a->q_stride = n_head * d;
     a->k_cache = k;
     a->v_cache = v;
-    a->kv_type = DTYPE_F16;
+    a->kv_type = kv;
+    a->k_scale = a->v_scale = 1.f; /* fp8 only */
     a->block_tables = bt;
     a->q_start = dqs;
     a->seq_len = dsl;
@@ -255,6 +282,10 @@ static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_byt
     if (a->work) cudaFree(a->work);
     free(perm); free(qs); free(sl); free(hq);
     return ms;
+}
+static float bench_attn(int n_seq, int ctx, int bound, int q_len, double *kv_bytes, int sweep)
+{
+    return bench_attn_kv(n_seq, ctx, bound, q_len, DTYPE_F16, kv_bytes, sweep);
 }
 
 static double copy_gbs;
@@ -329,15 +360,37 @@ int main(int argc, char **argv)
     printf("Llama-3-8B heads: 32 q / 8 kv, d 128, f16 cache, block 16, shuffled block tables; median of %d\n", RUNS);
 
     static const int dec[][2] = {{1, 32768}, {8, 8192}, {8, 1024}, {64, 1024}, {256, 1024}};
+    enum { N_DEC = sizeof dec / sizeof dec[0] };
+    float f16_ms[N_DEC];
     printf("%-26s %10s %10s %8s\n", "decode", "us", "GB/s", "of copy");
-    for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
+    for (size_t i = 0; i < N_DEC; i++) {
         double bytes;
         float ms = bench_attn(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0);
         double gbs = bytes / (ms * 1e-3) / 1e9;
         char name[64];
         snprintf(name, sizeof name, "%d x %d", dec[i][0], dec[i][1]);
         printf("%-26s %10.1f %10.0f %7.1f%%\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+        f16_ms[i] = ms;
     }
+    /* fp8 e4m3 cache: GB/s of the fp8 bytes read; "x f16" = the f16 row's time / this one */
+    static const char *const f8_var[] = {"reg", "cvt", "reg-deep", "cvt-deep", "widen"};
+    const char *env_f8 = getenv("AIINFRA_DEC_F8");
+    char *saved_f8 = env_f8 ? strdup(env_f8) : NULL;
+    printf("%-26s %10s %10s %8s %7s\n", "decode fp8 (variant)", "us", "GB/s", "of copy", "x f16");
+    for (size_t k = 0; k < sizeof f8_var / sizeof f8_var[0]; k++) {
+        setenv("AIINFRA_DEC_F8", f8_var[k], 1);
+        for (size_t i = 0; i < N_DEC; i++) {
+            double bytes;
+            float ms = bench_attn_kv(dec[i][0], dec[i][1], dec[i][1], 1, DTYPE_F8_E4M3, &bytes, 0);
+            double gbs = bytes / (ms * 1e-3) / 1e9;
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d fp8 %s", dec[i][0], dec[i][1], f8_var[k]);
+            printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, f16_ms[i] / ms);
+        }
+    }
+    if (saved_f8) setenv("AIINFRA_DEC_F8", saved_f8, 1);
+    else unsetenv("AIINFRA_DEC_F8");
+    free(saved_f8);
     /* prefill: the FA2 kernel and the Hopper one (AIINFRA_PREFILL, k_attention.cu's dispatch) */
     static const int pre[][2] = {{1, 4096}, {8, 512}};
     static const char *const pre_path[] = {"fa2", "fa3"};
