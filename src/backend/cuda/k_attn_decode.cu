@@ -27,7 +27,7 @@
  *    scale and the final V multiplier): 7 integer ops (LOP3, shifts; IMAD.SHL on the FMA pipe) per 4
  *    codes, 224 per tile at d 128, on pipes the conversion unit does not share. "cvt"
  *    (cvt.rn.f16x2.e4m3x2, F2FP, exact values): 1 PRMT + 2 F2FP per 4 codes, 96 per tile, fewer issue
- *    slots (SASS loop per 16-key tile at d 128: reg 554 instructions, cvt 452, f16 304, widen 461) but
+ *    slots (SASS of the tile loop at d 128, static: reg 557 instructions, cvt 453, f16 337, widen 461) but
  *    on the conversion pipe (16 lanes/clk/SM class on sm_90: 64 per tile per warp is ~half of what
  *    full bandwidth leaves it). reg is the default for the bit trick's pipe budget; which is faster is
  *    the A/B (bench_cuda_attention prints both).
@@ -294,10 +294,10 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
                     const size_t off = ((size_t)blk * a.block_size + ((kt + ckey) & bmask)) * row;
                     dec_bulk(d, src_base + off, RB, bar);
                 }
-            } else if (head && lane >= 16) { /* d: this lane's V row of the stage; fp8 code 0 is +0 too */
+            } else if (head && lane >= 16) {
+                unsigned char *z = ring + st * RSTAGE + RTILE + ckey * RROW; /* fp8 code 0 is +0 too */
 #pragma unroll
-                for (int u = 0; u < (int)RB / 16; u++)
-                    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(d + 16 * u), "r"(0) : "memory");
+                for (int u = 0; u < (int)RB / 16; u++) *(uint4 *)(z + 16 * u) = make_uint4(0, 0, 0, 0);
             }
         }
     };
@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t b[4];
-                cuk_ldsm4(b, ks + (k_row * RS + (2 * kk + k_chk) * 8) * 2);
+                cuk_ldsm4(b, (const __half *)ks + k_row * RS + (2 * kk + k_chk) * 8);
                 cuk_mma_f16(sc[0], qa[kk], b[0], b[1]);
                 cuk_mma_f16(sc[1], qa[kk], b[2], b[3]);
             }
@@ -519,7 +519,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 #pragma unroll
             for (int np = 0; np < KS; np++) {
                 uint32_t b[4];
-                cuk_ldsm4_t(b, vs + (v_row * RS + (2 * np + v_chk) * 8) * 2);
+                cuk_ldsm4_t(b, (const __half *)vs + v_row * RS + (2 * np + v_chk) * 8);
                 cuk_mma_f16(o[2 * np], pa, b[0], b[1]);
                 cuk_mma_f16(o[2 * np + 1], pa, b[2], b[3]);
             }
