@@ -433,9 +433,12 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
                     uint32_t qf[4], lo, hi;
+                    /* volatile + memory: re-read every tile (not hoisted into 32 registers), after the
+                     * __syncthreads that published the fragments */
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(qf[0]), "=r"(qf[1]), "=r"(qf[2]), "=r"(qf[3])
-                                 : "r"(qpad + (uint32_t)((2 * q + m) * 32 * RROW)));
+                                 : "r"(qpad + (uint32_t)((2 * q + m) * 32 * RROW))
+                                 : "memory");
                     dec_widen<KV>(b[2 * m], lo, hi);
                     cuk_mma_f16(sc[0], qf, lo, hi);
                     dec_widen<KV>(b[2 * m + 1], lo, hi);
