@@ -13,7 +13,10 @@
  * exp2); f32 cache (generic kernel, all fp32) 1e-4. fp8 e4m3 caches (scales 0.05 for K, 0.02 for V, so
  * codes span subnormals to ~50) are written by src/core/fp8.c and the reference reads the decoded values
  * times the scale: e4m3 -> f16 widening is exact, so the fp8 kernels carry the f16 kernels' error, and
- * take their tolerance, 3e-3 (the fp8 paths are GPU-UNVERIFIED as of 2026-12-04).
+ * take their tolerance, 3e-3 (the fp8 paths are GPU-UNVERIFIED as of 2026-12-04). The decode kernel's
+ * default fp8 variant widens by bit moves (values times 2^-8, scaled back in fp32): exact as well.
+ * test_decode_fp8_variants runs fp8 decode cases under the other AIINFRA_DEC_F8 variants. The fp8 NaN
+ * poison (0xFF) widens to a finite -480 there, so a stray read of it shows as a large error, not NaN.
  * test_prefill_fa3 runs the Hopper prefill (AIINFRA_PREFILL=fa3) at the f16 tolerance: the same
  * arithmetic (f16 q after scaling, f16 P, fp32 accumulation); its lazy rescale keeps P <= 2^8, which
  * f16 holds with the same relative rounding.
@@ -265,6 +268,26 @@ static void run_case(const attn_case *c) { run_case_path(c, NULL); }
 #define LENS7 {1, 15, 16, 17, 100, 1000, 1100}
 #define ONES7 {1, 1, 1, 1, 1, 1, 1}
 
+/* fp8 e4m3 cache on the tensor-core decode kernel: every group size (1, 2, 3, 4, 8, 16) at d 128 and
+ * d 64 that the kernel's fp8 variants might get wrong (the register path permutes the head dim inside
+ * each 16-dim chunk and unpermutes at the warp merge), one split and many, blocks 8 .. 64. */
+static const attn_case dec_fp8_cases[] = {
+    {"decode fp8 d128 gqa4 bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F8_E4M3, 61},
+    {"decode fp8 d64 gqa1 bs32", 7, LENS7, ONES7, 4, 4, 64, 64, 32, DTYPE_F8_E4M3, 62},
+    {"decode fp8 d128 32/8 heads bs16 1 x 20001", 1, {20001}, {1}, 32, 8, 128, 128, 16, DTYPE_F8_E4M3, 63},
+    {"decode fp8 d64 gqa8 bs16 1 x 12345", 1, {12345}, {1}, 16, 2, 64, 64, 16, DTYPE_F8_E4M3, 64},
+    {"decode fp8 d128 gqa16 bs64 3 x 700/33/1", 3, {700, 33, 1}, {1, 1, 1}, 16, 1, 128, 128, 64, DTYPE_F8_E4M3, 65},
+    {"decode fp8 d128 mha bs8 2 x 3001/77", 2, {3001, 77}, {1, 1}, 4, 4, 128, 128, 8, DTYPE_F8_E4M3, 66},
+    {"decode fp8 d128 gqa2 bs16 8 x 64 kv heads (no split)", 8, {1, 15, 16, 17, 100, 300, 500, 333},
+     {1, 1, 1, 1, 1, 1, 1, 1}, 128, 64, 128, 128, 16, DTYPE_F8_E4M3, 67},
+    {"decode fp8 d64 gqa16 bs32 3 x 2049/16/5", 3, {2049, 16, 5}, {1, 1, 1}, 32, 2, 64, 64, 32, DTYPE_F8_E4M3, 71},
+    {"decode fp8 d64 9/3 heads bs16", 7, LENS7, ONES7, 9, 3, 64, 64, 16, DTYPE_F8_E4M3, 72},
+    {"decode fp8 d128 gqa8 bs32 2 x 8192/300", 2, {8192, 300}, {1, 1}, 16, 2, 128, 128, 32, DTYPE_F8_E4M3, 73},
+    {"decode fp8 d64 mha bs16 8 x 64 kv heads (no split)", 8, {7, 900, 16, 17, 640, 500, 1, 333},
+     {1, 1, 1, 1, 1, 1, 1, 1}, 64, 64, 64, 64, 16, DTYPE_F8_E4M3, 74},
+    {"decode fp8 d128 gqa1 bs16 1 x 4097", 1, {4097}, {1}, 8, 8, 128, 128, 16, DTYPE_F8_E4M3, 75},
+};
+
 static void test_decode(void **state)
 {
     (void)state;
@@ -292,18 +315,27 @@ static void test_decode(void **state)
         {"decode f16 d96 (generic) bs16", 4, {1, 17, 100, 1000}, {1, 1, 1, 1}, 8, 2, 96, 96, 16, DTYPE_F16, 17},
         {"decode f32 d128 (generic) bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F32, 18},
         {"decode f32 d64 (generic) bs32 8k", 1, {8192}, {1}, 4, 1, 64, 64, 32, DTYPE_F32, 19},
-        /* fp8 e4m3 cache: the same decode kernel on widened tiles, and the generic kernel */
-        {"decode fp8 d128 gqa4 bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F8_E4M3, 61},
-        {"decode fp8 d64 gqa1 bs32", 7, LENS7, ONES7, 4, 4, 64, 64, 32, DTYPE_F8_E4M3, 62},
-        {"decode fp8 d128 32/8 heads bs16 1 x 20001", 1, {20001}, {1}, 32, 8, 128, 128, 16, DTYPE_F8_E4M3, 63},
-        {"decode fp8 d64 gqa8 bs16 1 x 12345", 1, {12345}, {1}, 16, 2, 64, 64, 16, DTYPE_F8_E4M3, 64},
-        {"decode fp8 d128 gqa16 bs64 3 x 700/33/1", 3, {700, 33, 1}, {1, 1, 1}, 16, 1, 128, 128, 64, DTYPE_F8_E4M3, 65},
-        {"decode fp8 d128 mha bs8 2 x 3001/77", 2, {3001, 77}, {1, 1}, 4, 4, 128, 128, 8, DTYPE_F8_E4M3, 66},
-        {"decode fp8 d128 gqa2 bs16 8 x 64 kv heads (no split)", 8, {1, 15, 16, 17, 100, 300, 500, 333},
-         {1, 1, 1, 1, 1, 1, 1, 1}, 128, 64, 128, 128, 16, DTYPE_F8_E4M3, 67},
         {"decode fp8 d96 (generic) bs16", 4, {1, 17, 100, 1000}, {1, 1, 1, 1}, 8, 2, 96, 96, 16, DTYPE_F8_E4M3, 68},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof dec_fp8_cases / sizeof dec_fp8_cases[0]; i++) run_case(&dec_fp8_cases[i]);
+}
+
+/* fp8 decode cases under every other kernel variant (AIINFRA_DEC_F8; test_decode ran the default, reg):
+ * d 128 and d 64, groups 1, 3, 4, 16, one split and many. A subset, to keep compute-sanitizer's runs of
+ * this binary inside their time limit. */
+static void test_decode_fp8_variants(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    static const char *const variants[] = {"cvt", "reg-deep", "cvt-deep", "widen"};
+    static const int pick[] = {0, 1, 4, 7, 8, 11};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        setenv("AIINFRA_DEC_F8", variants[v], 1);
+        printf(" AIINFRA_DEC_F8=%s\n", variants[v]);
+        for (size_t i = 0; i < sizeof pick / sizeof pick[0]; i++) run_case(&dec_fp8_cases[pick[i]]);
+    }
+    unsetenv("AIINFRA_DEC_F8");
 }
 
 /* Decode at forced split sizes (AIINFRA_DEC_CHUNK: one-tile splits, an odd multiple of the
@@ -530,6 +562,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_forced),
+        cmocka_unit_test(test_decode_fp8_variants),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_prefill_fa3),
         cmocka_unit_test(test_prefill_fp8),
