@@ -724,7 +724,7 @@ static int dec_variant(const cuk_attn_args *a)
     const char *e = getenv("AIINFRA_DEC_F8");
     for (int v = DEC_V_REG; e && v < DEC_V_N; v++)
         if (!strcmp(e, names[v])) return v;
-    return DEC_V_REG;
+    return DEC_V_CVT;
 }
 
 /* Calls f.template operator()<D, W, NS, KV>() for the kernel of (head dim d, variant v). */
