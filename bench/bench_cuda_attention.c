@@ -4,8 +4,7 @@
  *   decode  (q_len 1): 1 x 32k, 8 x 8k, 8 x 1k, 64 x 1k, 256 x 1k contexts -> GB/s of K+V read, against the
  *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written); f16 cache, then the
  *           same shapes with an fp8 e4m3 cache (rows "fp8": GB/s of the fp8 bytes, half the f16 ones, and
- *           the speed-up over the f16 row), once per fp8 kernel variant (AIINFRA_DEC_F8: reg, cvt,
- *           reg-deep, cvt-deep, widen; "fp8 reg" is the default);
+ *           "x f16", the f16 row's time over this one's);
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
  *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate); once with the FA2 kernel and once
  *           with the Hopper one (rows "fa2" / "fa3": AIINFRA_PREFILL set per row; timing only, the
@@ -378,24 +377,15 @@ int main(int argc, char **argv)
         f16_ms[i] = ms;
     }
     /* fp8 e4m3 cache: GB/s of the fp8 bytes read; "x f16" = the f16 row's time / this one */
-    static const char *const f8_var[] = {"reg", "cvt", "reg-deep", "cvt-deep", "widen"};
-    const char *env_f8 = getenv("AIINFRA_DEC_F8");
-    char *saved_f8 = env_f8 ? strdup(env_f8) : NULL;
-    printf("%-26s %10s %10s %8s %7s\n", "decode fp8 (variant)", "us", "GB/s", "of copy", "x f16");
-    for (size_t k = 0; k < sizeof f8_var / sizeof f8_var[0]; k++) {
-        setenv("AIINFRA_DEC_F8", f8_var[k], 1);
-        for (size_t i = 0; i < N_DEC; i++) {
-            double bytes;
-            float ms = bench_attn_kv(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0, DTYPE_F8_E4M3, NULL);
-            double gbs = bytes / (ms * 1e-3) / 1e9;
-            char name[64];
-            snprintf(name, sizeof name, "%d x %d fp8 %s", dec[i][0], dec[i][1], f8_var[k]);
-            printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, f16_ms[i] / ms);
-        }
+    printf("%-26s %10s %10s %8s %7s\n", "decode fp8", "us", "GB/s", "of copy", "x f16");
+    for (size_t i = 0; i < N_DEC; i++) {
+        double bytes;
+        float ms = bench_attn_kv(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0, DTYPE_F8_E4M3, NULL);
+        double gbs = bytes / (ms * 1e-3) / 1e9;
+        char name[64];
+        snprintf(name, sizeof name, "%d x %d fp8", dec[i][0], dec[i][1]);
+        printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, f16_ms[i] / ms);
     }
-    if (saved_f8) setenv("AIINFRA_DEC_F8", saved_f8, 1);
-    else unsetenv("AIINFRA_DEC_F8");
-    free(saved_f8);
     /* prefill: the FA2 kernel and the Hopper one (AIINFRA_PREFILL, k_attention.cu's dispatch) */
     static const int pre[][2] = {{1, 4096}, {8, 512}};
     static const char *const pre_path[] = {"fa2", "fa3"};

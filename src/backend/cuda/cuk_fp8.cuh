@@ -4,7 +4,7 @@
  * e4m3 value exactly (3 mantissa bits < 10, 2^-9 .. 448 inside f16's range), so an fp8 tile converted
  * in shared memory feeds the f16 tensor-core paths unchanged; the per-tensor scale is applied in f32
  * outside (folded into the score scale for K, into the final 1 / l for V). The decode kernel widens in
- * registers instead (cuk_f8x4_to_f16x4_*). CUDA C++ only. */
+ * registers instead (cuk_f8x4_to_f16x4_cvt). CUDA C++ only. */
 #ifndef AIINFRA_CUK_FP8_CUH
 #define AIINFRA_CUK_FP8_CUH
 
@@ -37,12 +37,10 @@ static __device__ __forceinline__ uint4 cuk_f8x8_to_f16x8(uint2 v)
 
 /* 4 codes (the little-endian bytes c0..c3 of w) -> two f16x2 words, lo = (c0, c2), hi = (c1, c3), each
  * with its first code in the low half: the pairing the fp8 decode kernel's ldmatrix fragments need
- * (k_attn_decode.cu). _cvt: exact values (byte permute, then cvt.rn.f16x2.e4m3x2 on each 16-bit half,
- * whose low byte goes to the low half). _s8: exact values times 2^-8, by moving bits only: an e4m3 code
- * s.eeee.mmm becomes the f16 s.0eeee.mmm0000000, i.e. sign to bit 15, the 7 magnitude bits to bits
- * 7..13; the exponent bias falls from 15 - 7 = 8 (f16 subnormals line up with e4m3's: m/8 * 2^-6 ->
- * m/8 * 2^-14). The NaN codes (0x7F, 0xFF) become +-1.875 (480 * 2^-8): cuk_f8_from_f32 never stores
- * them. 3 + 4 integer ops per 4 codes instead of 2 conversions; which is faster on sm_90 is an A/B. */
+ * (k_attn_decode.cu). Exact values: a byte permute, then cvt.rn.f16x2.e4m3x2 on each 16-bit half, whose
+ * low byte goes to the low half (1 PRMT + 2 F2FP). Measured on the H200 against widening by bit moves
+ * (sign to bit 15, magnitude << 7: values times 2^-8, 7 integer ops per 4 codes): the cvt form was
+ * faster at every decode shape (k_attn_decode.cu has the figures). */
 static __device__ __forceinline__ void cuk_f8x4_to_f16x4_cvt(uint32_t w, uint32_t &lo, uint32_t &hi)
 {
     const uint32_t p = __byte_perm(w, 0u, 0x3120); /* bytes c0, c2, c1, c3 */
@@ -50,11 +48,6 @@ static __device__ __forceinline__ void cuk_f8x4_to_f16x4_cvt(uint32_t w, uint32_
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(p >> 16), __NV_E4M3);
     lo = (uint32_t)l.x | ((uint32_t)l.y << 16);
     hi = (uint32_t)h.x | ((uint32_t)h.y << 16);
-}
-static __device__ __forceinline__ void cuk_f8x4_to_f16x4_s8(uint32_t w, uint32_t &lo, uint32_t &hi)
-{
-    hi = (w & 0x80008000u) | ((w >> 1) & 0x3F803F80u);        /* c1: bits 8..15 -> 0..15, c3: 24..31 -> 16..31 */
-    lo = ((w << 8) & 0x80008000u) | ((w << 7) & 0x3F803F80u); /* c0, c2 */
 }
 
 #endif

@@ -2,40 +2,43 @@
  * d in {64, 128}, as ONE kernel on tensor cores: the split partials are merged in-kernel by the last CTA
  * to finish.
  *
- * fp8 e4m3 cache (template KV; kernel variants: dec_variant, AIINFRA_DEC_F8). GPU-UNVERIFIED as of
- * 2026-12-04 (written without device time; tests: test_cuda_attention.c test_decode,
- * test_decode_fp8_variants); speed: not measured.
- *  - The first version (now "widen") landed fp8 rows unpadded and had each warp widen its tile pair
- *    into a padded f16 buffer in shared memory before the f16 ldmatrix/mma code: measured on the H200
- *    (Llama-3-8B bf16, `aiinfra bench`) no faster than f16 (b64 step 7.64 ms vs 7.38, b256 17.99 vs
- *    17.83): the f16 kernel is bound by per-warp work and warps per SM, and widening added 16 LDS.64 +
- *    64 cvt + 16 STS.128 per lane and tile to the same warps (2 CTAs per SM, 82 KB each).
- *  - The register path (default "reg"; "cvt") builds the mma B fragments from the landed fp8 bytes in
- *    registers: rows land padded to D + 16 bytes (conflict-free ldmatrix phases at 144 / 80 byte
- *    strides); ldmatrix (b16 view) reads 8 keys x 16 bytes per matrix, so one x4 covers two 16-dim
- *    chunks: 8 per tile at d 128 instead of 16. K (non-transposed): lane (g, j) = (lane / 4, lane % 4)
- *    gets bytes 4j .. 4j + 3 of key g in the chunk; codes (0, 2) widened are b0, (1, 3) b1, so the
- *    head dim is permuted inside each chunk (logical k 2j, 2j + 1 <-> dims 4j, 4j + 2; k 2j + 8, 2j + 9
- *    <-> 4j + 1, 4j + 3) and Q's A fragments are loaded with the same permutation (Q K^T sums over the
- *    whole chunk either way). V (transposed): lane (g, j) gets dims 2g, 2g + 1 of keys 2j, 2j + 1, so
- *    codes (0, 2) are b0 of the n-tile whose column g is dim 16c + 2g and codes (1, 3) that of dim
- *    16c + 2g + 1: the O accumulators hold dims permuted (o[2c + p] column g = dim 16c + 2g + p), and
- *    the warp merge stores them back in dim order (one float4 per chunk and row). P and the softmax
- *    are the f16 path's.
- *  - Widening: "reg" moves bits (cuk_f8x4_to_f16x4_s8: sign to bit 15, magnitude << 7; exact, values
- *    times 2^-8 for every code the cache can hold, subnormals included; 256 is folded into the score
- *    scale and the final V multiplier): 7 integer ops (LOP3, shifts; IMAD.SHL on the FMA pipe) per 4
- *    codes, 224 per tile at d 128, on pipes the conversion unit does not share. "cvt"
- *    (cvt.rn.f16x2.e4m3x2, F2FP, exact values): 1 PRMT + 2 F2FP per 4 codes, 96 per tile, fewer issue
- *    slots (SASS of the tile loop at d 128, static: reg 557 instructions, cvt 453, f16 337, widen 461) but
- *    on the conversion pipe (16 lanes/clk/SM class on sm_90: 64 per tile per warp is ~half of what
- *    full bandwidth leaves it). reg is the default for the bit trick's pipe budget; which is faster is
- *    the A/B (bench_cuda_attention prints both).
- *  - No conversion buffer: (4 warps, 3 stages) is 54 KB per CTA at d 128, 4 CTAs (16 warps) per SM at
- *    128 registers a thread, twice the f16 kernel's warps; "-deep" variants take one more stage (d 128
- *    72 KB, 3 CTAs per SM; d 64 50 KB, 4). To fit 128 registers without spills, Q's A fragments live in
- *    shared memory (the row pads of the ring: 4 KB at d 128) and are re-read per tile (8 LDS.128),
- *    instead of 32 registers. k_scale is folded into the score scale, v_scale into the final 1 / L.
+ * fp8 e4m3 cache (template F8): the mma B fragments are widened from the landed fp8 bytes in registers
+ * by cvt.rn.f16x2.e4m3x2 (exact). Measured on the H200 (2026-12-04, bench_cuda_attention: Llama-3-8B
+ * heads 32/8, d 128, block 16, copy 4,202 GB/s; "x f16" = the f16 kernel's time / this one's):
+ *   1 x 32768  39.0 us  1.11x     8 x 8192    57.2 us  1.28x     8 x 1024  14.3 us  1.06x
+ *   64 x 1024  54.8 us  1.37x     256 x 1024  194.7 us  1.40x (2,757 GB/s of fp8 bytes, 65.6% of copy)
+ * Model (Llama-3-8B bf16, `aiinfra bench`, ms per step, fp8 vs f16 cache): batch 256 x 1k 14.32 vs 16.94,
+ * batch 64 6.63 vs 7.28, batch 8 6.034 vs 6.015 (even). Serving (1000 requests 512/256, 256 concurrent):
+ * 9,693-9,720 output tok/s vs 9,045. Passes test_cuda_attention at the f16 tolerance; compute-sanitizer
+ * memcheck and racecheck clean on fp8 decode cases.
+ *  Measured in the same run and dropped (x f16 at 1 x 32k / 8 x 8k / 8 x 1k / 64 x 1k / 256 x 1k):
+ *  "reg", this path widening by bit moves (sign to bit 15, magnitude << 7: values times 2^-8),
+ *  1.06/1.21/1.04/1.29/1.32x, step b256 14.86 ms, b64 6.72, b8 6.059: slower than cvt at every shape.
+ *  It spent 7 integer ops per 4 codes (224 per tile at d 128) on pipes the conversion unit does not
+ *  share, against cvt's 1 PRMT + 2 F2FP (96): more issue slots (static SASS of the tile loop at d 128:
+ *  reg 557 instructions, cvt 453, f16 337), and the narrower conversion pipe was not the limit.
+ *  "-deep" (one more stage: d 128 72 KB per CTA, 3 CTAs per SM): reg-deep 1.05/1.13/0.95/0.95/1.16x,
+ *  cvt-deep 1.09/1.19/0.98/0.99/1.22x (b256 15.57 / 15.06 ms): warps per SM, not bytes in flight, set
+ *  the pace, as for f16 (round 5). "widen", the first version (rows landed unpadded, each warp widened
+ *  its tile pair into a padded f16 buffer in shared memory for the f16 code; 82 KB, 2 CTAs per SM):
+ *  0.90/0.86/0.91/0.89/0.86x, step b256 17.87 ms, slower than f16: 16 LDS.64 + 64 cvt + 16 STS.128 per
+ *  lane and tile added to warps whose per-warp work already set the pace.
+ *  Layout: rows land padded to D + 16 bytes (conflict-free ldmatrix phases at 144 / 80 byte strides);
+ *  ldmatrix (b16 view) reads 8 keys x 16 bytes per matrix, so one x4 covers two 16-dim chunks: 8 per
+ *  tile at d 128 instead of 16. K (non-transposed): lane (g, j) = (lane / 4, lane % 4) gets bytes
+ *  4j .. 4j + 3 of key g in the chunk; codes (0, 2) widened are b0, (1, 3) b1, so the head dim is
+ *  permuted inside each chunk (logical k 2j, 2j + 1 <-> dims 4j, 4j + 2; k 2j + 8, 2j + 9 <-> 4j + 1,
+ *  4j + 3) and Q's A fragments are loaded with the same permutation (Q K^T sums over the whole chunk
+ *  either way). V (transposed): lane (g, j) gets dims 2g, 2g + 1 of keys 2j, 2j + 1, so codes (0, 2)
+ *  are b0 of the n-tile whose column g is dim 16c + 2g and codes (1, 3) that of dim 16c + 2g + 1: the O
+ *  accumulators hold dims permuted (o[2c + p] column g = dim 16c + 2g + p), and the warp merge stores
+ *  them back in dim order (one float4 per chunk and row). P and the softmax are the f16 path's.
+ *  Widening: cuk_f8x4_to_f16x4_cvt, 1 PRMT + 2 F2FP per 4 codes.
+ *  No conversion buffer: (4 warps, 3 stages) is 54 KB per CTA at d 128 (40 KB at d 64), 4 CTAs (16
+ *  warps) per SM at 128 registers a thread, twice the f16 kernel's warps. To fit 128 registers without
+ *  spills, Q's A fragments live in shared memory (the row pads of the ring: 4 KB at d 128) and are
+ *  re-read per tile (8 LDS.128), instead of 32 registers. k_scale is folded into the score scale,
+ *  v_scale into the final 1 / L.
  *
  * Grid (split, kv head, sequence), 128 threads (4 warps). A CTA serves ALL the query heads of its
  * GQA group (group = n_head / n_head_kv <= 16), so each K/V byte is read from memory once per
@@ -97,9 +100,8 @@
  *     PDL at all 5.89 (dec_launch has the figures). The standalone benches cannot see either.
  *
  * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D + 8] f16 (row padding: see
- * 2; fp8 register path [16][D + 16] bytes, Q's fragments in the row pads; fp8 widen [16][D] bytes plus
- * the warp's f16 tile pair), one mbarrier per stage (static). The end-of-kernel merge of the 4 warps
- * reuses the stages.
+ * 2; fp8 [16][D + 16] bytes, Q's fragments in the row pads), one mbarrier per stage (static). The
+ * end-of-kernel merge of the 4 warps reuses the stages.
  *
  * Finish (kept from round 1): the 4 warps merge in shared memory into one partial (m, l, o[D]) per
  * head; a sequence that ran in a single CTA (n_act = 1) writes its output directly. Otherwise each
@@ -114,8 +116,8 @@
  * row's running max is finite after it (padding rows score 0); keys of a tile at or past k_end are
  * never read: their V rows are zeroed in shared memory (P = 0 must not meet a stale NaN), their
  * scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
- * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no tile keeps
- * m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
+ * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no
+ * tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
  * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
  * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform;
  * 6. keys below seq_len - q_len were stored by kernels that completed before the previous kernel on
@@ -125,7 +127,6 @@
  */
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 
 #include <type_traits>
 
@@ -137,60 +138,44 @@
 #define DEC_TK 16 /* keys per warp tile (the k extent of one P.V mma) */
 #define DEC_M 16  /* mma rows: the group's query heads, zero-padded */
 #define DEC_MB 16 /* splits per load batch of the last-CTA merge */
-#define DEC_W 4       /* warps per CTA */
-#define DEC_NS128 3   /* stages per warp at d 128 (f16, fp8 widen) */
-#define DEC_NS64 4    /* stages per warp at d 64 (f16, fp8 widen) */
-#define DEC_NS128_F8 3 /* fp8 register path, d 128: 54 KB per CTA, 4 CTAs (16 warps) per SM */
-#define DEC_NS64_F8 4  /* fp8 register path, d 64: 40 KB per CTA, 4 CTAs per SM */
-
-/* What the cache holds and how the kernel reads it (template KV; the fp8 variant is chosen per call by
- * AIINFRA_DEC_F8, dec_variant):
- *   DEC_F16       f16 rows, padded to D + 8 halves, read by ldmatrix;
- *   DEC_F8_WIDEN  fp8 rows landed unpadded, widened per tile into a padded f16 tile pair (conv), then the
- *                 f16 code (the first fp8 version; AIINFRA_DEC_F8=widen);
- *   DEC_F8_REG    fp8 rows landed padded to D + 16 bytes, ldmatrix'd as b16 pairs and widened in registers
- *                 by the exact bit move cuk_f8x4_to_f16x4_s8 (values times 2^-8; the default);
- *   DEC_F8_CVT    the same with cvt.rn.f16x2.e4m3x2 (cuk_f8x4_to_f16x4_cvt; AIINFRA_DEC_F8=cvt). */
-enum { DEC_F16 = 0, DEC_F8_WIDEN = 1, DEC_F8_REG = 2, DEC_F8_CVT = 3 };
+#define DEC_W 4        /* warps per CTA */
+#define DEC_NS128 3    /* stages per warp at d 128, f16 cache */
+#define DEC_NS64 4     /* stages per warp at d 64, f16 cache */
+#define DEC_NS128_F8 3 /* fp8 cache, d 128: 54 KB per CTA, 4 CTAs (16 warps) per SM */
+#define DEC_NS64_F8 4  /* fp8 cache, d 64: 40 KB per CTA, 4 CTAs per SM */
 
 /* W warps per CTA, NS stages per warp: d 128 -> (4, 3) (102 KB per CTA, 2 CTAs/SM), d 64 -> (4, 4)
  * (72 KB, 3 CTAs/SM). Measured on 2026-12-04 and dropped: (4, 2) at 3 CTAs/SM (1 x 32k 46.2 us vs
  * 43.8, 64 x 2k 167.5 vs 138.7, b8 x 1k 15.3 vs 16.9), (2, 6) and (4, 6) (fewer warps per SM, more
  * tiles in flight: 20-45% slower at every shape): warps per SM, not bytes in flight, set the pace.
- * A tile row is padded from D to D + 8 halves (RS), an fp8 row of the register path from D to D + 16
- * bytes: the bulk copies cannot swizzle, and a 16-byte pad puts the 8 rows an ldmatrix phase reads in
- * distinct bank groups (row strides 272 / 144 / 80 bytes are odd multiples of 16 at d 128 f16 / d 128
- * fp8 / d 64 fp8; d 64 f16 is 144). fp8 register path: (4, 3) at d 128 is 54 KB per CTA, 4 CTAs per SM
- * (MIN_CTAS caps there: 128 registers a thread), twice the f16 kernel's warps per SM. */
-template <int D, int W, int NS_, int KV = DEC_F16> struct dec_cfg {
-    static constexpr bool F8 = KV != DEC_F16;
-    static constexpr bool REG = KV == DEC_F8_REG || KV == DEC_F8_CVT; /* B fragments built in registers */
+ * A tile row is padded from D to D + 8 halves (RS), an fp8 row from D to D + 16 bytes: the bulk copies
+ * cannot swizzle, and a 16-byte pad puts the 8 rows an ldmatrix phase reads in distinct bank groups (row
+ * strides 272 / 144 / 80 bytes are odd multiples of 16 at d 128 f16 / d 128 fp8 / d 64 fp8; d 64 f16 is
+ * 144). fp8 cache (F8: B fragments widened in registers): (4, 3) at d 128 is 54 KB per CTA, 4 CTAs per
+ * SM (MIN_CTAS caps there: 128 registers a thread), twice the f16 kernel's warps per SM. */
+template <int D, int W, int NS_, bool F8 = false> struct dec_cfg {
     static constexpr int NS = NS_;
-    static constexpr int TH = W * 32;           /* threads per CTA */
-    static constexpr int RS = D + 8;            /* halves per f16 smem row */
-    static constexpr int TILE = DEC_TK * RS;    /* halves of one f16 K (or V) tile */
-    static constexpr int STAGE = 2 * TILE;      /* K then V */
-    /* bytes per row of a landing stage: f16 padded, fp8 widen D codes (no pad), fp8 register D + 16 */
-    static constexpr int RROW = !F8 ? RS * 2 : REG ? D + 16 : D;
-    static constexpr int RTILE = DEC_TK * RROW;  /* bytes of one landed K (or V) tile */
-    static constexpr int RSTAGE = 2 * RTILE;     /* bytes of one landing stage */
-    static constexpr size_t CONV = KV == DEC_F8_WIDEN ? (size_t)STAGE * 2 : 0; /* bytes per warp: its widened f16 tile pair */
-    static constexpr size_t bytes = (size_t)W * (NS * RSTAGE + CONV);
+    static constexpr int TH = W * 32;              /* threads per CTA */
+    static constexpr int RS = D + 8;               /* halves per f16 smem row */
+    static constexpr int RROW = F8 ? D + 16 : RS * 2; /* bytes per row of a landing stage */
+    static constexpr int RTILE = DEC_TK * RROW;    /* bytes of one landed K (or V) tile */
+    static constexpr int RSTAGE = 2 * RTILE;       /* bytes of one landing stage */
+    static constexpr size_t bytes = (size_t)W * NS * RSTAGE;
     static constexpr int MIN_CTAS_RAW = (int)((size_t)228 * 1024 / (bytes + 1024 + 256));
     static constexpr int MIN_CTAS = MIN_CTAS_RAW < 1 ? 1 : MIN_CTAS_RAW > 4 ? 4 : MIN_CTAS_RAW;
     /* the warp merge needs (W, DEC_M, D + 4) floats of the stages */
     static_assert((size_t)W * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
     static_assert(bytes + 1024 <= 227 * 1024, "one CTA fits an SM");
     static_assert(RROW % 16 == 0, "bulk copies and ldmatrix rows need 16-byte aligned rows");
-    static_assert(!REG || W * NS * 2 * DEC_TK >= D / 16 * 32, "the Q fragments fit the row pads");
+    static_assert(!F8 || W * NS * 2 * DEC_TK >= D / 16 * 32, "the Q fragments fit the row pads");
 };
 
 /* Bulk (TMA, non-tensor) copy of `bytes` contiguous bytes global -> shared, completing on mbarrier
  * `bar` (shared-window addresses; the CTA is its own cluster). */
 static __device__ __forceinline__ void dec_bulk(uint32_t saddr, const void *gmem, uint32_t bytes, uint32_t bar)
 {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(saddr),
-                 "l"(gmem), "r"(bytes), "r"(bar)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(saddr), "l"(gmem), "r"(bytes), "r"(bar)
                  : "memory");
 }
 static __device__ __forceinline__ void dec_bar_init(uint32_t bar)
@@ -209,22 +194,13 @@ static __device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parit
                  : "memory");
 }
 
-/* 4 fp8 codes (the bytes of w) -> lo = f16x2 (code 0, code 2), hi = (code 1, code 3): the register path's
- * widening (DEC_F8_REG: values times 2^-8, DEC_F8_CVT: exact values). */
-template <int KV> static __device__ __forceinline__ void dec_widen(uint32_t w, uint32_t &lo, uint32_t &hi)
-{
-    if constexpr (KV == DEC_F8_REG) cuk_f8x4_to_f16x4_s8(w, lo, hi);
-    else cuk_f8x4_to_f16x4_cvt(w, lo, hi);
-}
-
-template <int D, int W, int NS, int KV>
-__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
+template <int D, int W, int NS, bool F8>
+__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
 {
-    using cfg = dec_cfg<D, W, NS, KV>;
-    constexpr bool F8 = cfg::F8, REG = cfg::REG;
+    using cfg = dec_cfg<D, W, NS, F8>;
     using KT = typename std::conditional<F8, uint8_t, __half>::type; /* a cache element */
-    constexpr int RS = cfg::RS, TILE = cfg::TILE, TH = cfg::TH;
+    constexpr int RS = cfg::RS, TH = cfg::TH;
     constexpr int RROW = cfg::RROW, RTILE = cfg::RTILE, RSTAGE = cfg::RSTAGE;
     constexpr uint32_t RB = D * sizeof(KT); /* bytes of one paged row of one kv head */
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
@@ -322,53 +298,51 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 
     /* Q as mma A fragments (f16), rows r0 = lane / 4 and r0 + 8 = heads of the group (0 past it);
      * loaded after the first copies are on their way, so the two round trips overlap.
-     * Register fp8 path: the head dim is permuted inside each 16-dim chunk kk the way its K B
-     * fragments come out of ldmatrix (below): logical k (2j, 2j + 1) <-> dims 16 kk + 4j + (0, 2),
-     * logical k (2j + 8, 2j + 9) <-> dims 16 kk + 4j + (1, 3), j = lane % 4. Q K^T is a sum over all
-     * 16 dims of the chunk either way. */
+     * fp8: the head dim is permuted inside each 16-dim chunk kk the way its K B fragments come out of
+     * ldmatrix (below): logical k (2j, 2j + 1) <-> dims 16 kk + 4j + (0, 2), logical k (2j + 8, 2j + 9)
+     * <-> dims 16 kk + 4j + (1, 3), j = lane % 4. Q K^T is a sum over all 16 dims of the chunk either
+     * way. */
     const int r0 = lane >> 2, cq = (lane & 3) * 2;
-    /* f16, widen: all KS fragments in registers for the whole loop. Register fp8 path: in shared
-     * memory instead (32 registers fewer: 128 a thread at 4 CTAs per SM), fragment kk of lane l in the
-     * 16 pad bytes of ring row 32 kk + l (rows are RROW apart across all warps' stages; the copies and
-     * the V zeroing write only the first D bytes of a row, the warp merge comes after a barrier);
-     * warp w stores fragments w, w + W, ..., the CTA syncs, and each tile re-reads them (LDS.128, 8
-     * consecutive lanes in 8 distinct bank groups). */
-    uint32_t qa[REG ? 1 : KS][4];
+    /* f16: all KS fragments in registers for the whole loop. fp8: in shared memory instead (32
+     * registers fewer: 128 a thread at 4 CTAs per SM), fragment kk of lane l in the 16 pad bytes of ring
+     * row 32 kk + l (rows are RROW apart across all warps' stages; the copies and the V zeroing write
+     * only the first D bytes of a row, the warp merge comes after a barrier); warp w stores fragments
+     * w, w + W, ..., the CTA syncs, and each tile re-reads them (LDS.128, 8 consecutive lanes in 8
+     * distinct bank groups). */
+    uint32_t qa[F8 ? 1 : KS][4];
     const uint32_t qpad = (uint32_t)__cvta_generic_to_shared(smem) + (uint32_t)(lane * RROW + D);
     {
         const float *qp = a.q + (size_t)q0 * a.q_stride + (size_t)kvh * group * D;
         const bool ok0 = r0 < group, ok1 = r0 + 8 < group;
 #pragma unroll
         for (int kk = 0; kk < KS; kk++) {
-            if (REG && kk % W != warp) continue; /* warp-uniform */
+            if (F8 && kk % W != warp) continue; /* warp-uniform */
             /* f16: v[0..3] = dims c, c + 1 of rows r0, r0 + 8, then dims c + 8, c + 9 (c = 16 kk + 2j);
-             * register fp8: dims c, c + 1 then c + 2, c + 3 (c = 16 kk + 4j) */
-            const int c = REG ? kk * 16 + 2 * cq : kk * 16 + cq, c2 = REG ? c + 2 : c + 8;
+             * fp8: dims c, c + 1 then c + 2, c + 3 (c = 16 kk + 4j) */
+            const int c = F8 ? kk * 16 + 2 * cq : kk * 16 + cq, c2 = F8 ? c + 2 : c + 8;
             float2 v[4];
             v[0] = ok0 ? __ldg((const float2 *)(qp + (size_t)r0 * D + c)) : make_float2(0.f, 0.f);
             v[1] = ok1 ? __ldg((const float2 *)(qp + (size_t)(r0 + 8) * D + c)) : make_float2(0.f, 0.f);
             v[2] = ok0 ? __ldg((const float2 *)(qp + (size_t)r0 * D + c2)) : make_float2(0.f, 0.f);
             v[3] = ok1 ? __ldg((const float2 *)(qp + (size_t)(r0 + 8) * D + c2)) : make_float2(0.f, 0.f);
-            if constexpr (REG) {
+            if constexpr (F8) {
                 const uint32_t f0 = cuk_pack_f16(v[0].x, v[2].x); /* dims 4j, 4j + 2 of row r0 */
                 const uint32_t f1 = cuk_pack_f16(v[1].x, v[3].x); /* the same of row r0 + 8 */
                 const uint32_t f2 = cuk_pack_f16(v[0].y, v[2].y); /* dims 4j + 1, 4j + 3 */
                 const uint32_t f3 = cuk_pack_f16(v[1].y, v[3].y);
-                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(qpad + (uint32_t)(kk * 32 * RROW)), "r"(f0),
-                             "r"(f1), "r"(f2), "r"(f3)
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(qpad + (uint32_t)(kk * 32 * RROW)),
+                             "r"(f0), "r"(f1), "r"(f2), "r"(f3)
                              : "memory");
             } else {
 #pragma unroll
                 for (int i = 0; i < 4; i++) qa[kk][i] = cuk_pack_f16(v[i].x, v[i].y);
             }
         }
-        if constexpr (REG) __syncthreads(); /* every warp reaches it: the early return above is CTA-uniform */
+        if constexpr (F8) __syncthreads(); /* every warp reaches it: the early return above is CTA-uniform */
     }
-    /* k_scale folded into the score scale, v_scale applied with the final 1 / L; the bit-move widening
-     * (DEC_F8_REG) yields codes times 2^-8, undone by the same two factors */
-    constexpr float F8MUL = KV == DEC_F8_REG ? 256.f : 1.f;
-    const float qscale = F8 ? a.scale * a.k_scale * F8MUL * KATTN_LOG2E : a.scale * KATTN_LOG2E;
-    const float vmul = F8 ? a.v_scale * F8MUL : 1.f;
+    /* fp8: k_scale folded into the score scale, v_scale applied with the final 1 / L */
+    const float qscale = F8 ? a.scale * a.k_scale * KATTN_LOG2E : a.scale * KATTN_LOG2E;
+    const float vmul = F8 ? a.v_scale : 1.f;
 
     float o[NT][4];
 #pragma unroll
@@ -389,27 +363,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
             nxt = lookup(i + NS);
             issue(i + NS - 1, cur, st_i, 0, INT_MAX, true);
         }
-        /* K tile of this stage (the f16 one for DEC_F8_WIDEN), V tile after it */
-        const unsigned char *ks;
-        if constexpr (KV == DEC_F8_WIDEN) {
-            /* widen the landed fp8 tile pair into this warp's f16 tiles (8 codes per lane per step); the
-             * previous tile's ldmatrix reads of them are ordered before by the __syncwarp above */
-            __half *conv = (__half *)(smem + (size_t)W * NS * RSTAGE + (size_t)warp * cfg::CONV);
-            const unsigned char *raw = ring + st_c * RSTAGE;
-            constexpr int C8 = D / 8, CH = 2 * DEC_TK * C8;
-#pragma unroll
-            for (int u = 0; u < CH / 32; u++) {
-                const int c = lane + 32 * u, tl = c / (DEC_TK * C8), r = (c / C8) % DEC_TK, c8 = c % C8;
-                const uint2 v = *(const uint2 *)(raw + tl * RTILE + r * RROW + c8 * 8);
-                *(uint4 *)(conv + tl * TILE + r * RS + c8 * 8) = cuk_f8x8_to_f16x8(v);
-            }
-            __syncwarp();
-            ks = (const unsigned char *)conv;
-        } else {
-            ks = ring + st_c * RSTAGE;
-        }
-        /* bytes from a K row to the same row of V: a landed tile, or the widened f16 tile */
-        const unsigned char *vs = ks + (KV == DEC_F8_WIDEN ? TILE * 2 : RTILE);
+        /* K tile of this stage, V tile after it */
+        const unsigned char *ks = ring + st_c * RSTAGE, *vs = ks + RTILE;
         st_i = st_c;
         if (st_c == NS - 1) {
             st_c = 0;
@@ -420,7 +375,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 
         /* S (16 heads x 16 keys) = Q K^T: n-tile j = keys 8j .. 8j + 7 */
         float sc[2][4] = { { 0.f, 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f, 0.f } };
-        if constexpr (REG) {
+        if constexpr (F8) {
             /* One ldmatrix.x4 (b16 view of the fp8 bytes) per two 16-byte chunks 2q, 2q + 1 of the row:
              * matrices (keys 0-7, chunk 2q), (keys 8-15, 2q), (keys 0-7, 2q + 1), (keys 8-15, 2q + 1);
              * lane (g = lane / 4, j = lane % 4) gets bytes 4j .. 4j + 3 of key g (+ 8) of the chunk:
@@ -439,9 +394,9 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
                                  : "=r"(qf[0]), "=r"(qf[1]), "=r"(qf[2]), "=r"(qf[3])
                                  : "r"(qpad + (uint32_t)((2 * q + m) * 32 * RROW))
                                  : "memory");
-                    dec_widen<KV>(b[2 * m], lo, hi);
+                    cuk_f8x4_to_f16x4_cvt(b[2 * m], lo, hi);
                     cuk_mma_f16(sc[0], qf, lo, hi);
-                    dec_widen<KV>(b[2 * m + 1], lo, hi);
+                    cuk_f8x4_to_f16x4_cvt(b[2 * m + 1], lo, hi);
                     cuk_mma_f16(sc[1], qf, lo, hi);
                 }
             }
@@ -497,7 +452,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
         /* O += P V: P (16 heads x 16 keys) as the A fragment straight from the S accumulators */
         const uint32_t pa[4] = { cuk_pack_f16(sc[0][0], sc[0][1]), cuk_pack_f16(sc[0][2], sc[0][3]),
                                  cuk_pack_f16(sc[1][0], sc[1][1]), cuk_pack_f16(sc[1][2], sc[1][3]) };
-        if constexpr (REG) {
+        if constexpr (F8) {
             /* One ldmatrix.x4.trans per two chunks 2q, 2q + 1, matrices as for K: lane (g, j) gets the
              * b16 pair (bytes 2g, 2g + 1) of key 2j in its low half and of key 2j + 1 in its high half,
              * i.e. codes (key 2j, dim 16c + 2g), (2j, 16c + 2g + 1), (2j + 1, 16c + 2g), (2j + 1,
@@ -512,8 +467,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
                     uint32_t lo0, hi0, lo1, hi1;
-                    dec_widen<KV>(b[2 * m], lo0, hi0);     /* keys 0-7 */
-                    dec_widen<KV>(b[2 * m + 1], lo1, hi1); /* keys 8-15 */
+                    cuk_f8x4_to_f16x4_cvt(b[2 * m], lo0, hi0);     /* keys 0-7 */
+                    cuk_f8x4_to_f16x4_cvt(b[2 * m + 1], lo1, hi1); /* keys 8-15 */
                     cuk_mma_f16(o[2 * (2 * q + m)], pa, lo0, lo1);
                     cuk_mma_f16(o[2 * (2 * q + m) + 1], pa, hi0, hi1);
                 }
@@ -547,13 +502,14 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, KV>::MIN_CTAS)
             p1[0] = m1;
             p1[1] = l1;
         }
-        if constexpr (REG) {
+        if constexpr (F8) {
             /* o[2c + p][e] (rows r0 / r0 + 8 for e < 2 / e >= 2) is dim 16c + 4j + 2 (e & 1) + p: this
              * lane's dims 16c + 4j .. + 3 in order are o[2c][0], o[2c + 1][0], o[2c][1], o[2c + 1][1] */
 #pragma unroll
             for (int c = 0; c < KS; c++) {
-                *(float4 *)(p0 + 4 + 16 * c + 2 * cq) = make_float4(o[2 * c][0], o[2 * c + 1][0], o[2 * c][1], o[2 * c + 1][1]);
-                *(float4 *)(p1 + 4 + 16 * c + 2 * cq) = make_float4(o[2 * c][2], o[2 * c + 1][2], o[2 * c][3], o[2 * c + 1][3]);
+                float4 *d0 = (float4 *)(p0 + 4 + 16 * c + 2 * cq), *d1 = (float4 *)(p1 + 4 + 16 * c + 2 * cq);
+                *d0 = make_float4(o[2 * c][0], o[2 * c + 1][0], o[2 * c][1], o[2 * c + 1][1]);
+                *d1 = make_float4(o[2 * c][2], o[2 * c + 1][2], o[2 * c][3], o[2 * c + 1][3]);
             }
         } else {
 #pragma unroll
@@ -687,68 +643,45 @@ static int dec_env(const char *name, int def)
 static int dec_sms(void)
 {
     int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        sms < 1) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1) {
         (void)cudaGetLastError();
         return 132;
     }
     return sms;
 }
 
-/* CTAs of kattn_decode_split<D, W, NS, KV> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132
+/* CTAs of kattn_decode_split<D, W, NS, F8> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132
  * when the device cannot be asked (no GPU: the launch fails anyway). */
-template <int D, int W, int NS, int KV> static long dec_slots_v(void)
+template <int D, int W, int NS, bool F8> static long dec_slots_v(void)
 {
-    using cfg = dec_cfg<D, W, NS, KV>;
+    using cfg = dec_cfg<D, W, NS, F8>;
+    const auto kern = kattn_decode_split<D, W, NS, F8>;
     int occ = 0;
     const size_t sm = cfg::bytes;
-    if (cudaFuncSetAttribute(kattn_decode_split<D, W, NS, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kattn_decode_split<D, W, NS, KV>, cfg::TH, sm) != cudaSuccess ||
-        occ < 1) {
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, cfg::TH, sm) != cudaSuccess || occ < 1) {
         (void)cudaGetLastError();
         return (long)cfg::MIN_CTAS * 132;
     }
     return (long)dec_sms() * occ;
 }
 
-/* The kernel variant of a call: f16 cache, or the fp8 variant AIINFRA_DEC_F8 names (A/B measurements,
- * tests): reg (the default: register widening by bit moves), cvt (register widening by cvt), reg-deep /
- * cvt-deep (the same with one more stage per warp: d 128 72 KB per CTA, 3 CTAs/SM; d 64 50 KB, still
- * 4), widen (the shared-memory widening of the first fp8 version); anything else is reg. */
-enum { DEC_V_F16, DEC_V_REG, DEC_V_CVT, DEC_V_REG_DEEP, DEC_V_CVT_DEEP, DEC_V_WIDEN, DEC_V_N };
-static int dec_variant(const cuk_attn_args *a)
+/* Calls f.template operator()<D, W, NS, F8>() for the kernel of call a (head dim, cache type). */
+template <class F> static auto dec_dispatch(const cuk_attn_args *a, const F &f)
 {
-    if (a->kv_type != DTYPE_F8_E4M3) return DEC_V_F16;
-    static const char *const names[DEC_V_N] = {"", "reg", "cvt", "reg-deep", "cvt-deep", "widen"};
-    const char *e = getenv("AIINFRA_DEC_F8");
-    for (int v = DEC_V_REG; e && v < DEC_V_N; v++)
-        if (!strcmp(e, names[v])) return v;
-    return DEC_V_CVT;
-}
-
-/* Calls f.template operator()<D, W, NS, KV>() for the kernel of (head dim d, variant v). */
-template <class F> static auto dec_dispatch(int d, int v, const F &f)
-{
-    const bool d64 = d == 64;
-    switch (v) {
-    case DEC_V_REG: return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8, DEC_F8_REG>() : f.template operator()<128, DEC_W, DEC_NS128_F8, DEC_F8_REG>();
-    case DEC_V_CVT: return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8, DEC_F8_CVT>() : f.template operator()<128, DEC_W, DEC_NS128_F8, DEC_F8_CVT>();
-    case DEC_V_REG_DEEP:
-        return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8 + 1, DEC_F8_REG>() : f.template operator()<128, DEC_W, DEC_NS128_F8 + 1, DEC_F8_REG>();
-    case DEC_V_CVT_DEEP:
-        return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8 + 1, DEC_F8_CVT>() : f.template operator()<128, DEC_W, DEC_NS128_F8 + 1, DEC_F8_CVT>();
-    case DEC_V_WIDEN: return d64 ? f.template operator()<64, DEC_W, DEC_NS64, DEC_F8_WIDEN>() : f.template operator()<128, DEC_W, DEC_NS128, DEC_F8_WIDEN>();
-    default: return d64 ? f.template operator()<64, DEC_W, DEC_NS64, DEC_F16>() : f.template operator()<128, DEC_W, DEC_NS128, DEC_F16>();
-    }
+    const bool d64 = a->head_dim == 64;
+    if (a->kv_type == DTYPE_F8_E4M3)
+        return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8, true>()
+                   : f.template operator()<128, DEC_W, DEC_NS128_F8, true>();
+    return d64 ? f.template operator()<64, DEC_W, DEC_NS64, false>()
+               : f.template operator()<128, DEC_W, DEC_NS128, false>();
 }
 
 struct dec_slots_f {
-    template <int D, int W, int NS, int KV> long operator()() const { return dec_slots_v<D, W, NS, KV>(); }
+    template <int D, int W, int NS, bool F8> long operator()() const { return dec_slots_v<D, W, NS, F8>(); }
 };
-static long dec_slots_of(int d, int variant) { return dec_dispatch(d, variant, dec_slots_f{}); }
-
-static long dec_slots(const cuk_attn_args *a) { return dec_slots_of(a->head_dim, dec_variant(a)); }
+static long dec_slots(const cuk_attn_args *a) { return dec_dispatch(a, dec_slots_f{}); }
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
  * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
@@ -767,7 +700,7 @@ static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
     const long slots = dec_slots(a), cap = 4 * slots;
-    const long full = ((long)a->max_seq_len + KATTN_DEC_CHUNK_ALIGN - 1) / KATTN_DEC_CHUNK_ALIGN * KATTN_DEC_CHUNK_ALIGN;
+    const long al = KATTN_DEC_CHUNK_ALIGN, full = ((long)a->max_seq_len + al - 1) / al * al;
     *n_split = 1;
     *chunk = (int)full;
     if (pairs > KATTN_DEC_COUNTERS) return;
@@ -822,12 +755,7 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
     /* A call splits only when n_seq * n_head_kv * n_split <= 4 x slots, so its partials are at most
      * 4 x slots x group of them, whatever n_seq and max_seq_len. */
     const int group = a->n_head / a->n_head_kv;
-    long slots = dec_slots(a);
-    if (a->kv_type == DTYPE_F8_E4M3) /* any fp8 variant: AIINFRA_DEC_F8 may change between sizing and calls */
-        for (int v = DEC_V_REG; v < DEC_V_N; v++) {
-            const long sv = dec_slots_of(a->head_dim, v);
-            if (sv > slots) slots = sv;
-        }
+    const long slots = dec_slots(a);
     return KATTN_DEC_COUNTER_BYTES + (size_t)(4 * slots) * group * (a->head_dim + 4) * sizeof(float);
 }
 
@@ -838,17 +766,19 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
  * 4.143 -> 4.154; batch 64 x 1k (512 CTAs, two waves: the early trigger fires only once the second
  * wave has started anyway) 7.619 -> 7.645. AIINFRA_DEC_LATE=0/1 and AIINFRA_DEC_EARLY=0 (no copies
  * before the wait) override (A/B measurements, tests). */
-template <int D, int W, int NS, int KV> static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
+template <int D, int W, int NS, bool F8>
+static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
-    using cfg = dec_cfg<D, W, NS, KV>;
+    using cfg = dec_cfg<D, W, NS, F8>;
+    const auto kern = kattn_decode_split<D, W, NS, F8>;
     const size_t sm = cfg::bytes;
-    cudaError_t e = cudaFuncSetAttribute(kattn_decode_split<D, W, NS, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     const long ctas = (long)ns * a->n_head_kv * a->n_seq;
     const int early = dec_env("AIINFRA_DEC_EARLY", 1) != 0;
-    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS, KV>()) != 0;
+    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS, F8>()) != 0;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kattn_decode_split<D, W, NS, KV>, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
+    cuk_launch(kern, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
     return cudaGetLastError();
 }
 
@@ -856,12 +786,15 @@ struct dec_launch_f {
     cudaStream_t st;
     const cuk_attn_args *a;
     int ns, ch;
-    template <int D, int W, int NS, int KV> cudaError_t operator()() const { return dec_launch<D, W, NS, KV>(st, a, ns, ch); }
+    template <int D, int W, int NS, bool F8> cudaError_t operator()() const
+    {
+        return dec_launch<D, W, NS, F8>(st, a, ns, ch);
+    }
 };
 
 cudaError_t kattn_decode_launch(cudaStream_t st, const cuk_attn_args *a)
 {
     int ns, ch;
     dec_plan(a, &ns, &ch);
-    return dec_dispatch(a->head_dim, dec_variant(a), dec_launch_f{st, a, ns, ch});
+    return dec_dispatch(a, dec_launch_f{st, a, ns, ch});
 }
