@@ -40,6 +40,17 @@
  *  re-read per tile (8 LDS.128), instead of 32 registers. k_scale is folded into the score scale,
  *  v_scale into the final 1 / L.
  *
+ * 2D TMA variant (TM, kattn_decode_tma: AIINFRA_DEC_TMA=1, block_size >= 8; default off, speed not
+ * measured; docs/kernels/decode_attention.md): each K (V) tile of a warp lands by one
+ * cp.async.bulk.tensor.2d box per cache block it spans (box = min(block_size, 16) rows x one swizzle
+ * span of one kv head's row; f16 d 128: two boxes side by side) instead of 32 row copies per tile.
+ * Rows are unpadded and swizzled (128B; 64B for fp8 d 64's 64-byte rows) so ldmatrix stays
+ * conflict-free: chunk c of row r at c ^ (r & 7) (64B: c ^ ((r >> 1) & 3)), the ring on a 1024-byte
+ * boundary. Boxes load whole blocks, so rows past k_end land too: their scores are -inf as before and
+ * their V rows are zeroed after the tile has landed. fp8: Q's A fragments move from the (gone) row
+ * pads to an area after the ring. Tensor maps: the caches as (INT32_MAX, n_kv * d) matrices, encoded
+ * per call, __grid_constant__ parameters.
+ *
  * Grid (split, kv head, sequence), 128 threads (4 warps). A CTA serves ALL the query heads of its
  * GQA group (group = n_head / n_head_kv <= 16), so each K/V byte is read from memory once per
  * group. Its split is keys [split * chunk, +chunk) of the sequence; CTAs whose split starts at or
@@ -100,8 +111,8 @@
  *     PDL at all 5.89 (dec_launch has the figures). The standalone benches cannot see either.
  *
  * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D + 8] f16 (row padding: see
- * 2; fp8 [16][D + 16] bytes, Q's fragments in the row pads), one mbarrier per stage (static). The
- * end-of-kernel merge of the 4 warps reuses the stages.
+ * 2; fp8 [16][D + 16] bytes, Q's fragments in the row pads; TM: [16][D] swizzled, fp8 Q after the
+ * ring), one mbarrier per stage (static). The end-of-kernel merge of the 4 warps reuses the stages.
  *
  * Finish (kept from round 1): the 4 warps merge in shared memory into one partial (m, l, o[D]) per
  * head; a sequence that ran in a single CTA (n_act = 1) writes its output directly. Otherwise each
@@ -114,8 +125,8 @@
  *
  * Invariants: 1. a processed tile always holds a valid key (tiles start below k_end), so every
  * row's running max is finite after it (padding rows score 0); keys of a tile at or past k_end are
- * never read: their V rows are zeroed in shared memory (P = 0 must not meet a stale NaN), their
- * scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
+ * never used (TM loads those inside an issued box): their V rows are zeroed in shared memory (P = 0
+ * must not meet a stale NaN), their scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
  * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no
  * tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
  * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
