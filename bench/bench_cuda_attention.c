@@ -394,7 +394,8 @@ int main(int argc, char **argv)
             double gbs = bytes / (ms * 1e-3) / 1e9;
             char name[64];
             snprintf(name, sizeof name, "%d x %d fp8%s", dec[i][0], dec[i][1], t ? " tma" : "");
-            printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, f16_ms[t][i] / ms);
+            printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
+                   f16_ms[t][i] / ms);
             if (t) printf(" %6.2fx", f8_ms[0][i] / ms);
             printf("\n");
             f8_ms[t][i] = ms;

@@ -126,11 +126,12 @@
  * Invariants: 1. a processed tile always holds a valid key (tiles start below k_end), so every
  * row's running max is finite after it (padding rows score 0); keys of a tile at or past k_end are
  * never used (TM loads those inside an issued box): their V rows are zeroed in shared memory (P = 0
- * must not meet a stale NaN), their scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
- * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no
- * tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
- * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
- * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform;
+ * must not meet a stale NaN), their scores are replaced by -inf (a stale K row is harmless); 2. every
+ * tile issued is waited for, so no bulk copy is in flight when the stages are reused by the merge or
+ * the CTA exits; 3. a warp with no tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4.
+ * exactly the n_act = ceil(seq_len / chunk) CTAs that run take a ticket, so the last ticket is
+ * n_act - 1; a sequence with q_len 0 touches nothing; 5. control flow around ldmatrix / mma /
+ * shuffles / mbarrier waits is warp-uniform;
  * 6. keys below seq_len - q_len were stored by kernels that completed before the previous kernel on
  * the stream passed its own PDL wait (every cuk_launch kernel waits before it triggers), so they
  * may be read before this kernel's wait; only the previous kernel's writes (the step's new rows,
@@ -816,7 +817,10 @@ template <class F> static auto dec_dispatch(const cuk_attn_args *a, bool tm, con
 }
 
 struct dec_slots_f {
-    template <int D, int W, int NS, bool F8, bool TM> long operator()() const { return dec_slots_v<D, W, NS, F8, TM>(); }
+    template <int D, int W, int NS, bool F8, bool TM> long operator()() const
+    {
+        return dec_slots_v<D, W, NS, F8, TM>();
+    }
 };
 static long dec_slots(const cuk_attn_args *a, bool tm) { return dec_dispatch(a, tm, dec_slots_f{}); }
 
@@ -920,10 +924,11 @@ static cudaError_t dec_tmap(CUtensorMap *m, const void *base, int eb, int cols, 
     const CUtensorMapL2promotion l2 = row_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                       : row_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                                          : CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(
-        m, eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base, dims, strides,
-        box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, swb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, l2,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const CUtensorMapDataType ty = eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUtensorMapSwizzle sw = swb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(m, ty, 2, (void *)base, dims, strides, box, estr,
+                                                          CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
+                                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
 }
 
