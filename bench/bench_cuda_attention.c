@@ -4,7 +4,8 @@
  *   decode  (q_len 1): 1 x 32k, 8 x 8k, 8 x 1k, 64 x 1k, 256 x 1k contexts -> GB/s of K+V read, against the
  *           device-to-device copy bandwidth of a 2 GB buffer (bytes read + written); f16 cache, then the
  *           same shapes with an fp8 e4m3 cache (rows "fp8": GB/s of the fp8 bytes, half the f16 ones, and
- *           "x f16", the f16 row's time over this one's);
+ *           "x f16", the f16 row's time over this one's); each set twice: the bulk-copy kernel and its
+ *           2D TMA variant (AIINFRA_DEC_TMA=0 / 1, rows "tma", "x bulk" the bulk row's time over this one's);
  *   prefill (causal, whole sequence as q): 1 x 4096, 8 x 512 -> TFLOP/s counting 4 * s^2 * d * heads / 2,
  *           against a cuBLASLt bf16 GEMM 8192^3 (f32 accumulate); once with the FA2 kernel and once
  *           with the Hopper one (rows "fa2" / "fa3": AIINFRA_PREFILL set per row; timing only, the
@@ -365,27 +366,44 @@ int main(int argc, char **argv)
 
     static const int dec[][2] = {{1, 32768}, {8, 8192}, {8, 1024}, {64, 1024}, {256, 1024}};
     enum { N_DEC = sizeof dec / sizeof dec[0] };
-    float f16_ms[N_DEC];
-    printf("%-26s %10s %10s %8s\n", "decode", "us", "GB/s", "of copy");
-    for (size_t i = 0; i < N_DEC; i++) {
-        double bytes;
-        float ms = bench_attn(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0);
-        double gbs = bytes / (ms * 1e-3) / 1e9;
-        char name[64];
-        snprintf(name, sizeof name, "%d x %d", dec[i][0], dec[i][1]);
-        printf("%-26s %10.1f %10.0f %7.1f%%\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
-        f16_ms[i] = ms;
+    /* Each decode row twice: the bulk-copy kernel (AIINFRA_DEC_TMA=0) and its 2D TMA variant (=1, rows
+     * "tma"; "x bulk" = the bulk row's time / this one). The caller's AIINFRA_DEC_TMA is restored after. */
+    const char *env_tma = getenv("AIINFRA_DEC_TMA");
+    char *saved_tma = env_tma ? strdup(env_tma) : NULL;
+    float f16_ms[2][N_DEC], f8_ms[2][N_DEC];
+    for (int t = 0; t < 2; t++) {
+        setenv("AIINFRA_DEC_TMA", t ? "1" : "0", 1);
+        printf("%-26s %10s %10s %8s %7s\n", t ? "decode tma" : "decode", "us", "GB/s", "of copy", t ? "x bulk" : "");
+        for (size_t i = 0; i < N_DEC; i++) {
+            double bytes;
+            float ms = bench_attn(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0);
+            double gbs = bytes / (ms * 1e-3) / 1e9;
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d%s", dec[i][0], dec[i][1], t ? " tma" : "");
+            printf("%-26s %10.1f %10.0f %7.1f%%", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+            if (t) printf(" %6.2fx", f16_ms[0][i] / ms);
+            printf("\n");
+            f16_ms[t][i] = ms;
+        }
+        /* fp8 e4m3 cache: GB/s of the fp8 bytes read; "x f16" = the f16 row's time (same setting) / this one */
+        printf("%-26s %10s %10s %8s %7s %7s\n", t ? "decode fp8 tma" : "decode fp8", "us", "GB/s", "of copy", "x f16",
+               t ? "x bulk" : "");
+        for (size_t i = 0; i < N_DEC; i++) {
+            double bytes;
+            float ms = bench_attn_kv(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0, DTYPE_F8_E4M3, NULL);
+            double gbs = bytes / (ms * 1e-3) / 1e9;
+            char name[64];
+            snprintf(name, sizeof name, "%d x %d fp8%s", dec[i][0], dec[i][1], t ? " tma" : "");
+            printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs,
+                   f16_ms[t][i] / ms);
+            if (t) printf(" %6.2fx", f8_ms[0][i] / ms);
+            printf("\n");
+            f8_ms[t][i] = ms;
+        }
     }
-    /* fp8 e4m3 cache: GB/s of the fp8 bytes read; "x f16" = the f16 row's time / this one */
-    printf("%-26s %10s %10s %8s %7s\n", "decode fp8", "us", "GB/s", "of copy", "x f16");
-    for (size_t i = 0; i < N_DEC; i++) {
-        double bytes;
-        float ms = bench_attn_kv(dec[i][0], dec[i][1], dec[i][1], 1, &bytes, 0, DTYPE_F8_E4M3, NULL);
-        double gbs = bytes / (ms * 1e-3) / 1e9;
-        char name[64];
-        snprintf(name, sizeof name, "%d x %d fp8", dec[i][0], dec[i][1]);
-        printf("%-26s %10.1f %10.0f %7.1f%% %6.2fx\n", name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, f16_ms[i] / ms);
-    }
+    if (saved_tma) setenv("AIINFRA_DEC_TMA", saved_tma, 1);
+    else unsetenv("AIINFRA_DEC_TMA");
+    free(saved_tma);
     /* prefill: the FA2 kernel and the Hopper one (AIINFRA_PREFILL, k_attention.cu's dispatch) */
     static const int pre[][2] = {{1, 4096}, {8, 512}};
     static const char *const pre_path[] = {"fa2", "fa3"};

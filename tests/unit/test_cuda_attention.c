@@ -19,9 +19,10 @@
  * arithmetic (f16 q after scaling, f16 P, fp32 accumulation); its lazy rescale keeps P <= 2^8, which
  * f16 holds with the same relative rounding.
  * Decode (k_attn_decode.cu, mma.sync with the GQA group as the 16 MMA rows) is covered for groups
- * 1, 2, 3, 4, 8, 16, d 64 and 128, block sizes 8 (a 16-key tile spans two blocks), 16, 32 and 64,
+ * 1, 2, 3, 4, 8, 16, d 64 and 128, block sizes 4, 8 (a 16-key tile spans two blocks), 16, 32 and 64,
  * one split per sequence (the (sequence, kv head) pairs fill the GPU: 8 x 64 kv heads) and many
- * (batch 1, long context: the last-CTA merge over up to ~100 partials).
+ * (batch 1, long context: the last-CTA merge over up to ~100 partials). test_decode_tma runs all of it
+ * again on the kernel's 2D TMA variant (AIINFRA_DEC_TMA=1).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -284,12 +285,16 @@ static const attn_case dec_fp8_cases[] = {
     {"decode fp8 d64 mha bs16 8 x 64 kv heads (no split)", 8, {7, 900, 16, 17, 640, 500, 1, 333},
      {1, 1, 1, 1, 1, 1, 1, 1}, 64, 64, 64, 64, 16, DTYPE_F8_E4M3, 74},
     {"decode fp8 d128 gqa1 bs16 1 x 4097", 1, {4097}, {1}, 8, 8, 128, 128, 16, DTYPE_F8_E4M3, 75},
+    /* blocks of 8 at d 64 (the TMA variant: two 8-row boxes of 64-byte rows per tile, 64B swizzle) */
+    {"decode fp8 d64 gqa4 bs8 3 x 1001/9/130", 3, {1001, 9, 130}, {1, 1, 1}, 8, 2, 64, 64, 8, DTYPE_F8_E4M3, 76},
+    {"decode fp8 d64 gqa2 bs8 1 x 6007", 1, {6007}, {1}, 4, 2, 64, 64, 8, DTYPE_F8_E4M3, 77},
+    /* blocks of 4: below the TMA variant's box (it keeps the bulk-copy kernel) */
+    {"decode fp8 d128 gqa4 bs4 2 x 333/5", 2, {333, 5}, {1, 1}, 8, 2, 128, 128, 4, DTYPE_F8_E4M3, 78},
 };
 
-static void test_decode(void **state)
+/* every decode case (f16, fp8, the generic kernel's shapes) under the current environment */
+static void run_decode_cases(void)
 {
-    (void)state;
-    CUDA_TEST_REQUIRE();
     static const attn_case cases[] = {
         {"decode f16 d128 gqa4 bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F16, 11},
         {"decode f16 d64 gqa1 bs32", 7, LENS7, ONES7, 4, 4, 64, 64, 32, DTYPE_F16, 12},
@@ -310,6 +315,10 @@ static void test_decode(void **state)
          {1, 1, 1, 1, 1, 1, 1, 1}, 128, 64, 128, 128, 16, DTYPE_F16, 36},
         {"decode f16 d64 mha bs16 8 x 64 kv heads (no split)", 8, {7, 900, 16, 17, 640, 500, 1, 333},
          {1, 1, 1, 1, 1, 1, 1, 1}, 64, 64, 64, 64, 16, DTYPE_F16, 37},
+        /* blocks of 8 at d 64 and in a long split context; blocks of 4 (bulk copies under AIINFRA_DEC_TMA) */
+        {"decode f16 d64 gqa4 bs8 3 x 1001/9/130", 3, {1001, 9, 130}, {1, 1, 1}, 8, 2, 64, 64, 8, DTYPE_F16, 38},
+        {"decode f16 d128 32/8 heads bs8 1 x 5003", 1, {5003}, {1}, 32, 8, 128, 128, 8, DTYPE_F16, 39},
+        {"decode f16 d128 gqa4 bs4 2 x 333/5", 2, {333, 5}, {1, 1}, 8, 2, 128, 128, 4, DTYPE_F16, 40},
         {"decode f16 d96 (generic) bs16", 4, {1, 17, 100, 1000}, {1, 1, 1, 1}, 8, 2, 96, 96, 16, DTYPE_F16, 17},
         {"decode f32 d128 (generic) bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F32, 18},
         {"decode f32 d64 (generic) bs32 8k", 1, {8192}, {1}, 4, 1, 64, 64, 32, DTYPE_F32, 19},
@@ -319,14 +328,19 @@ static void test_decode(void **state)
     for (size_t i = 0; i < sizeof dec_fp8_cases / sizeof dec_fp8_cases[0]; i++) run_case(&dec_fp8_cases[i]);
 }
 
+static void test_decode(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    run_decode_cases();
+}
+
 /* Decode at forced split sizes (AIINFRA_DEC_CHUNK: one-tile splits, an odd multiple of the
  * alignment, 1024, no split), with and without the copies issued before the PDL wait
  * (AIINFRA_DEC_EARLY=0) and with either PDL trigger (AIINFRA_DEC_LATE=0/1): the planner and the
  * launch may pick any of them. */
-static void test_decode_forced(void **state)
+static void run_decode_forced(void)
 {
-    (void)state;
-    CUDA_TEST_REQUIRE();
     static const attn_case cases[] = {
         {"decode forced d128 gqa4 bs16", 7, LENS7, ONES7, 8, 2, 128, 128, 16, DTYPE_F16, 51},
         {"decode forced d128 32/8 bs16 4 x 4k", 4, {4096, 3000, 1, 2049}, {1, 1, 1, 1}, 32, 8, 128, 128, 16,
@@ -353,6 +367,28 @@ static void test_decode_forced(void **state)
     unsetenv("AIINFRA_DEC_EARLY");
     unsetenv("AIINFRA_DEC_LATE");
     unsetenv("AIINFRA_DEC_CHUNK");
+}
+
+static void test_decode_forced(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    run_decode_forced();
+}
+
+/* The decode kernel's 2D TMA variant (AIINFRA_DEC_TMA=1: K / V tiles land as one swizzled box per
+ * cache block instead of one bulk copy per key row; blocks of 8 take two boxes per tile) on every case
+ * of test_decode and test_decode_forced, same tolerances: the layouts differ, the arithmetic does not.
+ * The cases' last blocks hold NaN past the sequence end, which these boxes load: their scores must be
+ * masked and their V rows zeroed before P V. */
+static void test_decode_tma(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    setenv("AIINFRA_DEC_TMA", "1", 1);
+    run_decode_cases();
+    run_decode_forced();
+    unsetenv("AIINFRA_DEC_TMA");
 }
 
 static const attn_case prefill_cases[] = {
@@ -543,6 +579,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_forced),
+        cmocka_unit_test(test_decode_tma),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_prefill_fa3),
         cmocka_unit_test(test_prefill_fp8),

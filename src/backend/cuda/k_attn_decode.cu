@@ -40,6 +40,17 @@
  *  re-read per tile (8 LDS.128), instead of 32 registers. k_scale is folded into the score scale,
  *  v_scale into the final 1 / L.
  *
+ * 2D TMA variant (TM, kattn_decode_tma: AIINFRA_DEC_TMA=1, block_size >= 8; default off, speed not
+ * measured; docs/kernels/decode_attention.md): each K (V) tile of a warp lands by one
+ * cp.async.bulk.tensor.2d box per cache block it spans (box = min(block_size, 16) rows x one swizzle
+ * span of one kv head's row; f16 d 128: two boxes side by side) instead of 32 row copies per tile.
+ * Rows are unpadded and swizzled (128B; 64B for fp8 d 64's 64-byte rows) so ldmatrix stays
+ * conflict-free: chunk c of row r at c ^ (r & 7) (64B: c ^ ((r >> 1) & 3)), the ring on a 1024-byte
+ * boundary. Boxes load whole blocks, so rows past k_end land too: their scores are -inf as before and
+ * their V rows are zeroed after the tile has landed. fp8: Q's A fragments move from the (gone) row
+ * pads to an area after the ring. Tensor maps: the caches as (INT32_MAX, n_kv * d) matrices, encoded
+ * per call, __grid_constant__ parameters.
+ *
  * Grid (split, kv head, sequence), 128 threads (4 warps). A CTA serves ALL the query heads of its
  * GQA group (group = n_head / n_head_kv <= 16), so each K/V byte is read from memory once per
  * group. Its split is keys [split * chunk, +chunk) of the sequence; CTAs whose split starts at or
@@ -100,8 +111,8 @@
  *     PDL at all 5.89 (dec_launch has the figures). The standalone benches cannot see either.
  *
  * Shared memory: per warp NS stages of (K tile, V tile), each [16 keys][D + 8] f16 (row padding: see
- * 2; fp8 [16][D + 16] bytes, Q's fragments in the row pads), one mbarrier per stage (static). The
- * end-of-kernel merge of the 4 warps reuses the stages.
+ * 2; fp8 [16][D + 16] bytes, Q's fragments in the row pads; TM: [16][D] swizzled, fp8 Q after the
+ * ring), one mbarrier per stage (static). The end-of-kernel merge of the 4 warps reuses the stages.
  *
  * Finish (kept from round 1): the 4 warps merge in shared memory into one partial (m, l, o[D]) per
  * head; a sequence that ran in a single CTA (n_act = 1) writes its output directly. Otherwise each
@@ -114,12 +125,13 @@
  *
  * Invariants: 1. a processed tile always holds a valid key (tiles start below k_end), so every
  * row's running max is finite after it (padding rows score 0); keys of a tile at or past k_end are
- * never read: their V rows are zeroed in shared memory (P = 0 must not meet a stale NaN), their
- * scores are replaced by -inf (a stale K row is harmless); 2. every tile issued is waited for, so no
- * bulk copy is in flight when the stages are reused by the merge or the CTA exits; 3. a warp with no
- * tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4. exactly the n_act = ceil(seq_len / chunk)
- * CTAs that run take a ticket, so the last ticket is n_act - 1; a sequence with q_len 0 touches
- * nothing; 5. control flow around ldmatrix/mma/shuffles/mbarrier waits is warp-uniform;
+ * never used (TM loads those inside an issued box): their V rows are zeroed in shared memory (P = 0
+ * must not meet a stale NaN), their scores are replaced by -inf (a stale K row is harmless); 2. every
+ * tile issued is waited for, so no bulk copy is in flight when the stages are reused by the merge or
+ * the CTA exits; 3. a warp with no tile keeps m = -inf, l = 0, o = 0 (weight 0 in the merges); 4.
+ * exactly the n_act = ceil(seq_len / chunk) CTAs that run take a ticket, so the last ticket is
+ * n_act - 1; a sequence with q_len 0 touches nothing; 5. control flow around ldmatrix / mma /
+ * shuffles / mbarrier waits is warp-uniform;
  * 6. keys below seq_len - q_len were stored by kernels that completed before the previous kernel on
  * the stream passed its own PDL wait (every cuk_launch kernel waits before it triggers), so they
  * may be read before this kernel's wait; only the previous kernel's writes (the step's new rows,
@@ -127,6 +139,9 @@
  */
 #include <climits>
 #include <cstdlib>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <type_traits>
 
@@ -153,21 +168,31 @@
  * strides 272 / 144 / 80 bytes are odd multiples of 16 at d 128 f16 / d 128 fp8 / d 64 fp8; d 64 f16 is
  * 144). fp8 cache (F8: B fragments widened in registers): (4, 3) at d 128 is 54 KB per CTA, 4 CTAs per
  * SM (MIN_CTAS caps there: 128 registers a thread), twice the f16 kernel's warps per SM. */
-template <int D, int W, int NS_, bool F8 = false> struct dec_cfg {
+template <int D, int W, int NS_, bool F8 = false, bool TM = false> struct dec_cfg {
     static constexpr int NS = NS_;
     static constexpr int TH = W * 32;              /* threads per CTA */
     static constexpr int RS = D + 8;               /* halves per f16 smem row */
-    static constexpr int RROW = F8 ? D + 16 : RS * 2; /* bytes per row of a landing stage */
+    static constexpr int EB = F8 ? 1 : 2;          /* bytes per cache element */
+    /* TM (2D TMA variant): rows unpadded, a tile is NB column regions of DEC_TK rows x SWB bytes,
+     * SWB the swizzle span (128, 64 for fp8 d 64: an fp8 d 64 row is 64 bytes) */
+    static constexpr int SWB = TM && F8 && D == 64 ? 64 : 128;
+    static constexpr int NB = TM ? D * EB / SWB : 1;
+    static constexpr int RROW = TM ? D * EB : F8 ? D + 16 : RS * 2; /* bytes per row of a landing stage */
     static constexpr int RTILE = DEC_TK * RROW;    /* bytes of one landed K (or V) tile */
     static constexpr int RSTAGE = 2 * RTILE;       /* bytes of one landing stage */
-    static constexpr size_t bytes = (size_t)W * NS * RSTAGE;
+    static constexpr size_t RING = (size_t)W * NS * RSTAGE; /* every warp's stages */
+    /* TM + F8: Q's A fragments in their own area after the ring (D / 16 x 32 lanes x 16 bytes); TM:
+     * 1024 bytes of slack to align the ring to the 128-byte swizzle's 1024-byte atom */
+    static constexpr size_t QB = TM && F8 ? (size_t)D / 16 * 32 * 16 : 0;
+    static constexpr size_t bytes = RING + QB + (TM ? 1024 : 0);
     static constexpr int MIN_CTAS_RAW = (int)((size_t)228 * 1024 / (bytes + 1024 + 256));
     static constexpr int MIN_CTAS = MIN_CTAS_RAW < 1 ? 1 : MIN_CTAS_RAW > 4 ? 4 : MIN_CTAS_RAW;
     /* the warp merge needs (W, DEC_M, D + 4) floats of the stages */
-    static_assert((size_t)W * DEC_M * (D + 4) * 4 <= bytes, "warp merge fits the stages");
+    static_assert((size_t)W * DEC_M * (D + 4) * 4 <= RING, "warp merge fits the stages");
     static_assert(bytes + 1024 <= 227 * 1024, "one CTA fits an SM");
     static_assert(RROW % 16 == 0, "bulk copies and ldmatrix rows need 16-byte aligned rows");
-    static_assert(!F8 || W * NS * 2 * DEC_TK >= D / 16 * 32, "the Q fragments fit the row pads");
+    static_assert(TM || !F8 || W * NS * 2 * DEC_TK >= D / 16 * 32, "the Q fragments fit the row pads");
+    static_assert(!TM || (RTILE % 1024 == 0 && NB * SWB == D * EB), "TM tiles are whole swizzle atoms");
 };
 
 /* Bulk (TMA, non-tensor) copy of `bytes` contiguous bytes global -> shared, completing on mbarrier
@@ -194,18 +219,37 @@ static __device__ __forceinline__ void dec_bar_wait(uint32_t bar, uint32_t parit
                  : "memory");
 }
 
-template <int D, int W, int NS, bool F8>
-__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
-    kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
+/* TM: 2D TMA (tensor) copy of the box at (c0 inner, c1 outer) of `map` into saddr, completing on bar */
+static __device__ __forceinline__ void dec_tma(uint32_t saddr, const CUtensorMap *map, int c0, int c1, uint32_t bar)
 {
-    using cfg = dec_cfg<D, W, NS, F8>;
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];\n" ::"r"(saddr),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+/* TM: the swizzle's XOR key of row r of a region of SWB-byte rows: 16-byte chunk c of row r lands at
+ * chunk c ^ key (128B swizzle: byte bits 4-6 ^= bits 7-9, key r & 7; 64B: bits 4-5 ^= bits 7-8,
+ * key (r >> 1) & 3), for a region aligned to the swizzle atom (1024 / 512 bytes) */
+template <int SWB> static __device__ __forceinline__ int dec_swz(int r) { return ((r * SWB) >> 7) & (SWB / 16 - 1); }
+
+/* The kernel body; kattn_decode_split (bulk row copies) and kattn_decode_tma (TM: 2D TMA boxes,
+ * tk / tv the K / V cache's tensor maps) are its two entry points. */
+template <int D, int W, int NS, bool F8, bool TM>
+static __device__ __forceinline__ void dec_body(const cuk_attn_args &a, int n_split, int chunk, int early, int late,
+                                                void *work, const CUtensorMap *tk, const CUtensorMap *tv)
+{
+    using cfg = dec_cfg<D, W, NS, F8, TM>;
     using KT = typename std::conditional<F8, uint8_t, __half>::type; /* a cache element */
     constexpr int RS = cfg::RS, TH = cfg::TH;
     constexpr int RROW = cfg::RROW, RTILE = cfg::RTILE, RSTAGE = cfg::RSTAGE;
     constexpr uint32_t RB = D * sizeof(KT); /* bytes of one paged row of one kv head */
     constexpr int KS = D / 16;                 /* k-steps of Q.K; also V ldmatrix.x4 per tile */
     constexpr int NT = D / 8;                  /* n-tiles of O */
-    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int SWB = cfg::SWB, CPR = SWB / 16, NB = cfg::NB; /* TM: swizzle span, its chunks, regions */
+    extern __shared__ __align__(128) unsigned char dec_smem[];
+    /* TM: the ring starts on a 1024-byte boundary (the swizzle atom; cfg::bytes has the slack) */
+    unsigned char *const smem =
+        TM ? dec_smem + ((1024u - ((uint32_t)__cvta_generic_to_shared(dec_smem) & 1023u)) & 1023u) : dec_smem;
     __shared__ __align__(8) unsigned long long bars[W][NS]; /* one mbarrier per stage */
     const int split = blockIdx.x, kvh = blockIdx.y, s = blockIdx.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -245,15 +289,44 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     unsigned char *ring = smem + (size_t)warp * NS * RSTAGE;
     const int n_tiles = (k_end - k_begin + DEC_TK - 1) / DEC_TK;
     const int nt = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
-    /* This lane's row in stage 0 (K rows for lanes < 16, V rows above): a copy is one add. */
-    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * RTILE + ckey * RROW);
+    /* This lane's row in stage 0 (K rows for lanes < 16, V rows above): a copy is one add. TM: the
+     * first row of the box that starts at key ckey (rows of a region are SWB bytes apart). */
+    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + (lane >> 4) * RTILE + ckey * (TM ? SWB : RROW));
     const KT *src_base = lane < 16 ? kc : vc;
+    /* TM: rows per box (the tensor maps' box height: a whole block, at most one tile) and its log2 */
+    const int bro = TM ? min(a.block_size, DEC_TK) : 0, brsh = TM ? __ffs(bro) - 1 : 0;
+    /* TM: one box of bro keys (all of the row's NB column regions) per block the tile spans, issued by
+     * the lane of its first key (lane < 16: K, above: V) when it holds a key below k_end; a box belongs
+     * to the call whose [lo, hi) holds its LAST key, so a box goes before the PDL wait only when every
+     * key of it is below k_safe. head arms the barrier for every box of the tile. Rows of an issued box
+     * at or past k_end land too (stale cache rows): their V rows are zeroed once the tile has landed
+     * (the loop below), as are those of boxes never issued (stale shared memory). */
+    auto issue_box = [&](int i, int blk, int st, int lo, int hi, bool head) {
+        if (i < nt) { /* warp-uniform */
+            const int kt = k_begin + (warp + W * i) * DEC_TK;
+            const int nv = min(DEC_TK, k_end - kt); /* >= 1: the tile starts below k_end */
+            const uint32_t bar = bar0 + 8 * st, d = dst + (uint32_t)(st * RSTAGE);
+            if (head) {
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* as in issue_row */
+                if (lane == 0) dec_bar_expect(bar, (uint32_t)(((nv + bro - 1) >> brsh) << brsh) * 2 * RB);
+                __syncwarp();
+            }
+            const int kb = kt + ckey, kl = kb + bro - 1;
+            if ((ckey & (bro - 1)) == 0 && kb < k_end && kl >= lo && kl < hi) {
+                const int r = blk * a.block_size + (kb & bmask); /* the box's first cache row */
+                const CUtensorMap *m = lane < 16 ? tk : tv;
+#pragma unroll
+                for (int c = 0; c < NB; c++)
+                    dec_tma(d + (uint32_t)(c * DEC_TK * SWB), m, kvh * D + c * SWB / (int)sizeof(KT), r, bar);
+            }
+        }
+    };
     /* Copies of local tile i (its key's block from lookup) into stage `st`, keys [lo, hi) of it only.
      * head: also arms the stage's barrier for every valid key of the tile and zeroes the V rows of
      * keys at or past k_end, which are never read (P = 0 there, and 0 * a stale NaN would leak;
      * their K rows are left as they are: their scores are replaced by -inf). A tile's copies may
      * come in two calls (head first), both before its barrier is waited for. */
-    auto issue = [&](int i, int blk, int st, int lo, int hi, bool head) {
+    auto issue_row = [&](int i, int blk, int st, int lo, int hi, bool head) {
         if (i < nt) { /* warp-uniform */
             const int kt = k_begin + (warp + W * i) * DEC_TK;
             const int nv = min(DEC_TK, k_end - kt); /* >= 1: the tile starts below k_end */
@@ -276,6 +349,10 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
                 for (int u = 0; u < (int)RB / 16; u++) *(uint4 *)(z + 16 * u) = make_uint4(0, 0, 0, 0);
             }
         }
+    };
+    auto issue = [&](int i, int blk, int st, int lo, int hi, bool head) {
+        if constexpr (TM) issue_box(i, blk, st, lo, hi, head);
+        else issue_row(i, blk, st, lo, hi, head);
     };
     /* Keys below k_safe were stored before the previous kernel on the stream started: with early
      * = 1 their copies start before the PDL wait (invariant 6); the new rows (keys seq_len - q_len
@@ -308,9 +385,12 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
      * row 32 kk + l (rows are RROW apart across all warps' stages; the copies and the V zeroing write
      * only the first D bytes of a row, the warp merge comes after a barrier); warp w stores fragments
      * w, w + W, ..., the CTA syncs, and each tile re-reads them (LDS.128, 8 consecutive lanes in 8
-     * distinct bank groups). */
+     * distinct bank groups). TM (rows unpadded): in the QB area after the ring instead, fragment kk
+     * of lane l at 16 (32 kk + l) (a warp's LDS.128 reads 512 consecutive bytes). */
     uint32_t qa[F8 ? 1 : KS][4];
-    const uint32_t qpad = (uint32_t)__cvta_generic_to_shared(smem) + (uint32_t)(lane * RROW + D);
+    const uint32_t qpad = (uint32_t)__cvta_generic_to_shared(smem) +
+                          (TM ? (uint32_t)(cfg::RING + lane * 16) : (uint32_t)(lane * RROW + D));
+    constexpr uint32_t QSTEP = TM ? 32 * 16 : 32 * RROW; /* bytes from fragment kk to kk + 1 */
     {
         const float *qp = a.q + (size_t)q0 * a.q_stride + (size_t)kvh * group * D;
         const bool ok0 = r0 < group, ok1 = r0 + 8 < group;
@@ -330,7 +410,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
                 const uint32_t f1 = cuk_pack_f16(v[1].x, v[3].x); /* the same of row r0 + 8 */
                 const uint32_t f2 = cuk_pack_f16(v[0].y, v[2].y); /* dims 4j + 1, 4j + 3 */
                 const uint32_t f3 = cuk_pack_f16(v[1].y, v[3].y);
-                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(qpad + (uint32_t)(kk * 32 * RROW)),
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(qpad + (uint32_t)kk * QSTEP),
                              "r"(f0), "r"(f1), "r"(f2), "r"(f3)
                              : "memory");
             } else {
@@ -354,9 +434,30 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     /* ldmatrix lane addresses inside a tile: K (non-transposed), V (transposed) */
     const int k_row = ((lane >> 4) << 3) + (lane & 7), k_chk = (lane >> 3) & 1;
     const int v_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_chk = lane >> 4;
+    /* TM: the same rows in the swizzled tiles. 16-byte chunk g of a row (g = 2 s + chk, s the
+     * unrolled step, chk this lane's 0 / 1) is in column region g / CPR = 2 s / CPR, at chunk
+     * (2 s % CPR + chk) ^ key = (2 s % CPR) ^ (chk ^ key) of the row: k_off / v_off hold the row and
+     * chk ^ key, and the step XORs in its even constant (it touches chunk bits only). */
+    const int k_off = TM ? k_row * SWB + ((k_chk ^ dec_swz<SWB>(k_row)) << 4) : 0;
+    const int v_off = TM ? v_row * SWB + ((v_chk ^ dec_swz<SWB>(v_row)) << 4) : 0;
 
     for (int i = 0; i < nt; i++) {
         dec_bar_wait(bar0 + 8 * st_c, phase);
+        if constexpr (TM) {
+            /* the split's last tile: zero its V rows of keys at or past k_end (stale cache rows landed
+             * with the box, or stale shared memory where no box was issued), every column region; the
+             * swizzle permutes chunks within a row only */
+            const int nv = min(DEC_TK, k_end - (k_begin + (warp + W * i) * DEC_TK));
+            if (nv < DEC_TK) { /* warp-uniform */
+                unsigned char *z = ring + st_c * RSTAGE + RTILE;
+                static_assert(RTILE % (16 * 32) == 0, "whole rounds of 16-byte stores");
+#pragma unroll
+                for (int t = 0; t < RTILE / 16 / 32; t++) {
+                    const int u = lane + 32 * t; /* 16-byte piece u of the tile: row (16 u % 16 SWB) / SWB */
+                    if ((u * 16) % (DEC_TK * SWB) / SWB >= nv) *(uint4 *)(z + 16 * u) = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
         __syncwarp(); /* tile i landed (and its zeroed rows are visible); stage (i - 1) % NS is free again */
         {
             const int cur = nxt;
@@ -384,7 +485,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
 #pragma unroll
             for (int q = 0; q < KS / 2; q++) {
                 uint32_t b[4];
-                cuk_ldsm4(b, ks + v_row * RROW + (2 * q + v_chk) * 16);
+                if constexpr (TM) cuk_ldsm4(b, ks + (2 * q / CPR) * DEC_TK * SWB + (v_off ^ ((2 * q % CPR) << 4)));
+                else cuk_ldsm4(b, ks + v_row * RROW + (2 * q + v_chk) * 16);
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
                     uint32_t qf[4], lo, hi;
@@ -392,7 +494,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
                      * __syncthreads that published the fragments */
                     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                                  : "=r"(qf[0]), "=r"(qf[1]), "=r"(qf[2]), "=r"(qf[3])
-                                 : "r"(qpad + (uint32_t)((2 * q + m) * 32 * RROW))
+                                 : "r"(qpad + (uint32_t)(2 * q + m) * QSTEP)
                                  : "memory");
                     cuk_f8x4_to_f16x4_cvt(b[2 * m], lo, hi);
                     cuk_mma_f16(sc[0], qf, lo, hi);
@@ -404,7 +506,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++) {
                 uint32_t b[4];
-                cuk_ldsm4(b, (const __half *)ks + k_row * RS + (2 * kk + k_chk) * 8);
+                if constexpr (TM) cuk_ldsm4(b, ks + (2 * kk / CPR) * DEC_TK * SWB + (k_off ^ ((2 * kk % CPR) << 4)));
+                else cuk_ldsm4(b, (const __half *)ks + k_row * RS + (2 * kk + k_chk) * 8);
                 cuk_mma_f16(sc[0], qa[kk], b[0], b[1]);
                 cuk_mma_f16(sc[1], qa[kk], b[2], b[3]);
             }
@@ -463,7 +566,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
 #pragma unroll
             for (int q = 0; q < KS / 2; q++) {
                 uint32_t b[4];
-                cuk_ldsm4_t(b, vs + v_row * RROW + (2 * q + v_chk) * 16);
+                if constexpr (TM) cuk_ldsm4_t(b, vs + (2 * q / CPR) * DEC_TK * SWB + (v_off ^ ((2 * q % CPR) << 4)));
+                else cuk_ldsm4_t(b, vs + v_row * RROW + (2 * q + v_chk) * 16);
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
                     uint32_t lo0, hi0, lo1, hi1;
@@ -477,7 +581,8 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
 #pragma unroll
             for (int np = 0; np < KS; np++) {
                 uint32_t b[4];
-                cuk_ldsm4_t(b, (const __half *)vs + v_row * RS + (2 * np + v_chk) * 8);
+                if constexpr (TM) cuk_ldsm4_t(b, vs + (2 * np / CPR) * DEC_TK * SWB + (v_off ^ ((2 * np % CPR) << 4)));
+                else cuk_ldsm4_t(b, (const __half *)vs + v_row * RS + (2 * np + v_chk) * 8);
                 cuk_mma_f16(o[2 * np], pa, b[0], b[1]);
                 cuk_mma_f16(o[2 * np + 1], pa, b[2], b[3]);
             }
@@ -620,6 +725,22 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     }
 }
 
+template <int D, int W, int NS, bool F8>
+__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
+    kattn_decode_split(const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
+{
+    dec_body<D, W, NS, F8, false>(a, n_split, chunk, early, late, work, nullptr, nullptr);
+}
+
+/* AIINFRA_DEC_TMA=1: K / V tiles by 2D TMA boxes over tk / tv (dec_tmap) */
+template <int D, int W, int NS, bool F8>
+__global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8, true>::MIN_CTAS)
+    kattn_decode_tma(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                     const cuk_attn_args a, int n_split, int chunk, int early, int late, void *work)
+{
+    dec_body<D, W, NS, F8, true>(a, n_split, chunk, early, late, work, &tk, &tv);
+}
+
 int kattn_decode_shape_ok(const cuk_attn_args *a)
 {
     const int group = a->n_head / a->n_head_kv;
@@ -651,12 +772,19 @@ static int dec_sms(void)
     return sms;
 }
 
-/* CTAs of kattn_decode_split<D, W, NS, F8> resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132
- * when the device cannot be asked (no GPU: the launch fails anyway). */
-template <int D, int W, int NS, bool F8> static long dec_slots_v(void)
+/* The kernel of a configuration: bulk row copies, or (TM) 2D TMA boxes */
+template <int D, int W, int NS, bool F8, bool TM> static constexpr auto dec_kernel()
 {
-    using cfg = dec_cfg<D, W, NS, F8>;
-    const auto kern = kattn_decode_split<D, W, NS, F8>;
+    if constexpr (TM) return kattn_decode_tma<D, W, NS, F8>;
+    else return kattn_decode_split<D, W, NS, F8>;
+}
+
+/* CTAs of the kernel resident on the whole GPU (SMs x occupancy); MIN_CTAS x 132 when the device
+ * cannot be asked (no GPU: the launch fails anyway). */
+template <int D, int W, int NS, bool F8, bool TM> static long dec_slots_v(void)
+{
+    using cfg = dec_cfg<D, W, NS, F8, TM>;
+    const auto kern = dec_kernel<D, W, NS, F8, TM>();
     int occ = 0;
     const size_t sm = cfg::bytes;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess ||
@@ -667,21 +795,34 @@ template <int D, int W, int NS, bool F8> static long dec_slots_v(void)
     return (long)dec_sms() * occ;
 }
 
-/* Calls f.template operator()<D, W, NS, F8>() for the kernel of call a (head dim, cache type). */
-template <class F> static auto dec_dispatch(const cuk_attn_args *a, const F &f)
+/* AIINFRA_DEC_TMA=1 selects the 2D TMA variant (TM) where it applies: blocks of >= 8 tokens (a box
+ * is one block of one kv head; 8 rows of 128 bytes are one swizzle atom). Default off until the H200
+ * has measured it. */
+static bool dec_tma_on(const cuk_attn_args *a) { return a->block_size >= 8 && dec_env("AIINFRA_DEC_TMA", 0) != 0; }
+
+/* Calls f.template operator()<D, W, NS, F8, TM>() for the kernel of call a (head dim, cache type,
+ * tm: the TMA variant). */
+template <bool TM, class F> static auto dec_dispatch_v(const cuk_attn_args *a, const F &f)
 {
     const bool d64 = a->head_dim == 64;
     if (a->kv_type == DTYPE_F8_E4M3)
-        return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8, true>()
-                   : f.template operator()<128, DEC_W, DEC_NS128_F8, true>();
-    return d64 ? f.template operator()<64, DEC_W, DEC_NS64, false>()
-               : f.template operator()<128, DEC_W, DEC_NS128, false>();
+        return d64 ? f.template operator()<64, DEC_W, DEC_NS64_F8, true, TM>()
+                   : f.template operator()<128, DEC_W, DEC_NS128_F8, true, TM>();
+    return d64 ? f.template operator()<64, DEC_W, DEC_NS64, false, TM>()
+               : f.template operator()<128, DEC_W, DEC_NS128, false, TM>();
+}
+template <class F> static auto dec_dispatch(const cuk_attn_args *a, bool tm, const F &f)
+{
+    return tm ? dec_dispatch_v<true>(a, f) : dec_dispatch_v<false>(a, f);
 }
 
 struct dec_slots_f {
-    template <int D, int W, int NS, bool F8> long operator()() const { return dec_slots_v<D, W, NS, F8>(); }
+    template <int D, int W, int NS, bool F8, bool TM> long operator()() const
+    {
+        return dec_slots_v<D, W, NS, F8, TM>();
+    }
 };
-static long dec_slots(const cuk_attn_args *a) { return dec_dispatch(a, dec_slots_f{}); }
+static long dec_slots(const cuk_attn_args *a, bool tm) { return dec_dispatch(a, tm, dec_slots_f{}); }
 
 /* chunk (keys per split, a multiple of KATTN_DEC_CHUNK_ALIGN) and the split count.
  * No split at all when the (sequence, kv head) pairs already fill every resident CTA slot (or
@@ -699,7 +840,7 @@ static long dec_slots(const cuk_attn_args *a) { return dec_dispatch(a, dec_slots
 static void dec_plan(const cuk_attn_args *a, int *n_split, int *chunk)
 {
     const long pairs = (long)a->n_seq * a->n_head_kv;
-    const long slots = dec_slots(a), cap = 4 * slots;
+    const long slots = dec_slots(a, dec_tma_on(a)), cap = 4 * slots;
     const long al = KATTN_DEC_CHUNK_ALIGN, full = ((long)a->max_seq_len + al - 1) / al * al;
     *n_split = 1;
     *chunk = (int)full;
@@ -753,9 +894,9 @@ size_t kattn_decode_work_need(const cuk_attn_args *a)
 size_t kattn_decode_work_bound(const cuk_attn_args *a)
 {
     /* A call splits only when n_seq * n_head_kv * n_split <= 4 x slots, so its partials are at most
-     * 4 x slots x group of them, whatever n_seq and max_seq_len. */
+     * 4 x slots x group of them, whatever n_seq and max_seq_len (and whichever variant runs). */
     const int group = a->n_head / a->n_head_kv;
-    const long slots = dec_slots(a);
+    const long sb = dec_slots(a, false), st = dec_slots(a, true), slots = sb > st ? sb : st;
     return KATTN_DEC_COUNTER_BYTES + (size_t)(4 * slots) * group * (a->head_dim + 4) * sizeof(float);
 }
 
@@ -766,19 +907,54 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
  * 4.143 -> 4.154; batch 64 x 1k (512 CTAs, two waves: the early trigger fires only once the second
  * wave has started anyway) 7.619 -> 7.645. AIINFRA_DEC_LATE=0/1 and AIINFRA_DEC_EARLY=0 (no copies
  * before the wait) override (A/B measurements, tests). */
-template <int D, int W, int NS, bool F8>
+/* TM: the cache at base as a (INT32_MAX rows, cols) matrix of eb-byte elements (the cache size is not
+ * in the arguments: every row read is a slot of a block the table gives the sequence, as for the
+ * Hopper prefill's hp_tmap), box (swb bytes of columns, box_rows rows), swb-byte swizzle (128 or 64),
+ * L2 promotion of one kv head's row (64 / 128 / 256 bytes). */
+static cudaError_t dec_tmap(CUtensorMap *m, const void *base, int eb, int cols, int swb, int box_rows, int row_bytes)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+    const cuuint64_t dims[2] = { (cuuint64_t)cols, (cuuint64_t)INT_MAX };
+    const cuuint64_t strides[1] = { (cuuint64_t)cols * eb };
+    const cuuint32_t box[2] = { (cuuint32_t)(swb / eb), (cuuint32_t)box_rows }, estr[2] = { 1, 1 };
+    const CUtensorMapL2promotion l2 = row_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                      : row_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    const CUtensorMapDataType ty = eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUtensorMapSwizzle sw = swb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(m, ty, 2, (void *)base, dims, strides, box, estr,
+                                                          CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
+                                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
+}
+
+template <int D, int W, int NS, bool F8, bool TM>
 static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
-    using cfg = dec_cfg<D, W, NS, F8>;
-    const auto kern = kattn_decode_split<D, W, NS, F8>;
+    using cfg = dec_cfg<D, W, NS, F8, TM>;
+    const auto kern = dec_kernel<D, W, NS, F8, TM>();
     const size_t sm = cfg::bytes;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (e != cudaSuccess) return e;
     const long ctas = (long)ns * a->n_head_kv * a->n_seq;
     const int early = dec_env("AIINFRA_DEC_EARLY", 1) != 0;
-    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS, F8>()) != 0;
+    const int late = dec_env("AIINFRA_DEC_LATE", ctas >= dec_sms() && ctas <= dec_slots_v<D, W, NS, F8, TM>()) != 0;
     dim3 grid((unsigned)ns, (unsigned)a->n_head_kv, (unsigned)a->n_seq);
-    cuk_launch(kern, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
+    if constexpr (TM) {
+        /* encoded per call: graph capture keeps the kernel's by-value parameters */
+        CUtensorMap tk, tv;
+        const int cols = a->n_head_kv * D, bro = a->block_size < DEC_TK ? a->block_size : DEC_TK;
+        e = dec_tmap(&tk, a->k_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
+        if (e == cudaSuccess) e = dec_tmap(&tv, a->v_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
+        if (e != cudaSuccess) return e;
+        cuk_launch(kern, dim3(grid), dim3(cfg::TH), sm, st, tk, tv, *a, ns, ch, early, late, a->work);
+    } else {
+        cuk_launch(kern, dim3(grid), dim3(cfg::TH), sm, st, *a, ns, ch, early, late, a->work);
+    }
     return cudaGetLastError();
 }
 
@@ -786,9 +962,9 @@ struct dec_launch_f {
     cudaStream_t st;
     const cuk_attn_args *a;
     int ns, ch;
-    template <int D, int W, int NS, bool F8> cudaError_t operator()() const
+    template <int D, int W, int NS, bool F8, bool TM> cudaError_t operator()() const
     {
-        return dec_launch<D, W, NS, F8>(st, a, ns, ch);
+        return dec_launch<D, W, NS, F8, TM>(st, a, ns, ch);
     }
 };
 
@@ -796,5 +972,5 @@ cudaError_t kattn_decode_launch(cudaStream_t st, const cuk_attn_args *a)
 {
     int ns, ch;
     dec_plan(a, &ns, &ch);
-    return dec_dispatch(a, dec_launch_f{st, a, ns, ch});
+    return dec_dispatch(a, dec_tma_on(a), dec_launch_f{st, a, ns, ch});
 }
