@@ -21,8 +21,8 @@
  * Decode (k_attn_decode.cu, mma.sync with the GQA group as the 16 MMA rows) is covered for groups
  * 1, 2, 3, 4, 8, 16, d 64 and 128, block sizes 4, 8 (a 16-key tile spans two blocks), 16, 32 and 64,
  * one split per sequence (the (sequence, kv head) pairs fill the GPU: 8 x 64 kv heads) and many
- * (batch 1, long context: the last-CTA merge over up to ~100 partials). test_decode_tma runs all of it
- * again on the kernel's 2D TMA variant (AIINFRA_DEC_TMA=1).
+ * (batch 1, long context: the last-CTA merge over up to ~100 partials), on the default 2D TMA variant;
+ * test_decode_bulk runs all of it again on the bulk-copy path (AIINFRA_DEC_TMA=0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -376,16 +376,17 @@ static void test_decode_forced(void **state)
     run_decode_forced();
 }
 
-/* The decode kernel's 2D TMA variant (AIINFRA_DEC_TMA=1: K / V tiles land as one swizzled box per
- * cache block instead of one bulk copy per key row; blocks of 8 take two boxes per tile) on every case
- * of test_decode and test_decode_forced, same tolerances: the layouts differ, the arithmetic does not.
- * The cases' last blocks hold NaN past the sequence end, which these boxes load: their scores must be
- * masked and their V rows zeroed before P V. */
-static void test_decode_tma(void **state)
+/* The decode kernel's bulk-copy path (AIINFRA_DEC_TMA=0: one bulk copy per key row into padded rows;
+ * what blocks of fewer than 8 tokens always run) on every case of test_decode and test_decode_forced,
+ * which run the default 2D TMA variant (K / V tiles land as one swizzled box per cache block; blocks
+ * of 8 take two boxes per tile; the cases' last blocks hold NaN past the sequence end, which the boxes
+ * load: their scores must be masked and their V rows zeroed before P V). Same tolerances: the layouts
+ * differ, the arithmetic does not. */
+static void test_decode_bulk(void **state)
 {
     (void)state;
     CUDA_TEST_REQUIRE();
-    setenv("AIINFRA_DEC_TMA", "1", 1);
+    setenv("AIINFRA_DEC_TMA", "0", 1);
     run_decode_cases();
     run_decode_forced();
     unsetenv("AIINFRA_DEC_TMA");
@@ -579,7 +580,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_forced),
-        cmocka_unit_test(test_decode_tma),
+        cmocka_unit_test(test_decode_bulk),
         cmocka_unit_test(test_prefill),
         cmocka_unit_test(test_prefill_fa3),
         cmocka_unit_test(test_prefill_fp8),
