@@ -38,7 +38,7 @@ static void test_cuda_runner_kv_f16(void **state)
     backend_free(&be);
 }
 
-/* fp8 e4m3 KV cache (GPU-UNVERIFIED as of 2026-12-04): within 0.27 of the f32 forward = the CPU fp8
+/* fp8 e4m3 KV cache: within 0.27 of the f32 forward = the CPU fp8
  * bound of test_runner.c (4 x 2^-4: the rounding of K and V) plus the f16 cache's 2e-2 above (the
  * tensor-core path: q and P in f16), since the two errors add to first order. */
 static void test_cuda_runner_kv_fp8(void **state)

