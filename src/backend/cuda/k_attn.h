@@ -15,6 +15,7 @@
 #ifndef AIINFRA_K_ATTN_H
 #define AIINFRA_K_ATTN_H
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 
@@ -50,6 +51,9 @@ cudaError_t kattn_prefill_launch(cudaStream_t s, const cuk_attn_args *a);
  * _supported adds an f16 cache (fp8 stays on FA2), block_size >= 8 and a compute capability 9.0 device
  * to the FA2 kernel's conditions. */
 int kattn_prefill_hopper_supported(const cuk_attn_args *a);
+/* The paged K or V cache as a 2D TMA tensor map (k_attn_prefill_hopper.cu says how; shared with the
+ * decode kernel's TMA variant). */
+cudaError_t kattn_cache_tmap(CUtensorMap *m, const void *base, int eb, int cols, int swb, int box_rows, int row_bytes);
 cudaError_t kattn_prefill_hopper_launch(cudaStream_t s, const cuk_attn_args *a);
 
 /* Generic kernel: any head_dim, head_dim_v <= 256, f16 or f32 cache. */

@@ -742,7 +742,7 @@ __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8>::MIN_CTAS)
     dec_body<D, W, NS, F8, false>(a, n_split, chunk, early, late, work, nullptr, nullptr);
 }
 
-/* TM (the default; AIINFRA_DEC_TMA=0 turns it off): K / V tiles by 2D TMA boxes over tk / tv (dec_tmap) */
+/* TM (the default; AIINFRA_DEC_TMA=0 turns it off): K / V tiles by 2D TMA boxes over tk / tv (kattn_cache_tmap) */
 template <int D, int W, int NS, bool F8>
 __global__ void __launch_bounds__(W * 32, dec_cfg<D, W, NS, F8, true>::MIN_CTAS)
     kattn_decode_tma(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
@@ -918,31 +918,6 @@ size_t kattn_decode_work_bound(const cuk_attn_args *a)
  * 4.143 -> 4.154; batch 64 x 1k (512 CTAs, two waves: the early trigger fires only once the second
  * wave has started anyway) 7.619 -> 7.645. AIINFRA_DEC_LATE=0/1 and AIINFRA_DEC_EARLY=0 (no copies
  * before the wait) override (A/B measurements, tests). */
-/* TM: the cache at base as a (INT32_MAX rows, cols) matrix of eb-byte elements (the cache size is not
- * in the arguments: every row read is a slot of a block the table gives the sequence, as for the
- * Hopper prefill's hp_tmap), box (swb bytes of columns, box_rows rows), swb-byte swizzle (128 or 64),
- * L2 promotion of one kv head's row (64 / 128 / 256 bytes). */
-static cudaError_t dec_tmap(CUtensorMap *m, const void *base, int eb, int cols, int swb, int box_rows, int row_bytes)
-{
-    void *fn = NULL;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess) return e;
-    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
-    const cuuint64_t dims[2] = { (cuuint64_t)cols, (cuuint64_t)INT_MAX };
-    const cuuint64_t strides[1] = { (cuuint64_t)cols * eb };
-    const cuuint32_t box[2] = { (cuuint32_t)(swb / eb), (cuuint32_t)box_rows }, estr[2] = { 1, 1 };
-    const CUtensorMapL2promotion l2 = row_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-                                      : row_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-    const CUtensorMapDataType ty = eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    const CUtensorMapSwizzle sw = swb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
-    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(m, ty, 2, (void *)base, dims, strides, box, estr,
-                                                          CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
-                                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
-}
-
 template <int D, int W, int NS, bool F8, bool TM>
 static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, int ch)
 {
@@ -959,8 +934,8 @@ static cudaError_t dec_launch(cudaStream_t st, const cuk_attn_args *a, int ns, i
         /* encoded per call: graph capture keeps the kernel's by-value parameters */
         CUtensorMap tk, tv;
         const int cols = a->n_head_kv * D, bro = a->block_size < DEC_TK ? a->block_size : DEC_TK;
-        e = dec_tmap(&tk, a->k_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
-        if (e == cudaSuccess) e = dec_tmap(&tv, a->v_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
+        e = kattn_cache_tmap(&tk, a->k_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
+        if (e == cudaSuccess) e = kattn_cache_tmap(&tv, a->v_cache, cfg::EB, cols, cfg::SWB, bro, D * cfg::EB);
         if (e != cudaSuccess) return e;
         cuk_launch(kern, dim3(grid), dim3(cfg::TH), sm, st, tk, tv, *a, ns, ch, early, late, a->work);
     } else {

@@ -272,9 +272,11 @@ __global__ void __launch_bounds__(HP_THREADS, 1)
 
 // --- host ----------------------------------------------------------------------------------------
 
-/* The cache as a (INT32_MAX rows, cols) f16 matrix (invariant 2), box (64 columns, box_rows rows),
- * 128-byte swizzle. */
-static cudaError_t hp_tmap(CUtensorMap *m, const void *base, int cols, int box_rows)
+/* The paged K or V cache at base as a (INT32_MAX rows, cols) matrix of eb-byte elements, for 2D TMA
+ * boxes of (swb bytes of columns, box_rows rows) with a swb-byte swizzle (128 or 64) and L2 promotion of
+ * row_bytes (64 / 128 / 256). The cache size is not in cuk_attn_args: every row a kernel reads is a slot
+ * of a block the table gives its sequence. Used here (f16, 128-byte boxes) and by the decode kernel. */
+cudaError_t kattn_cache_tmap(CUtensorMap *m, const void *base, int eb, int cols, int swb, int box_rows, int row_bytes)
 {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
@@ -282,11 +284,15 @@ static cudaError_t hp_tmap(CUtensorMap *m, const void *base, int cols, int box_r
     if (e != cudaSuccess) return e;
     if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
     const cuuint64_t dims[2] = { (cuuint64_t)cols, (cuuint64_t)INT_MAX };
-    const cuuint64_t strides[1] = { (cuuint64_t)cols * 2 };
-    const cuuint32_t box[2] = { 64, (cuuint32_t)box_rows }, estr[2] = { 1, 1 };
-    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)base, dims,
-                                                          strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    const cuuint64_t strides[1] = { (cuuint64_t)cols * eb };
+    const cuuint32_t box[2] = { (cuuint32_t)(swb / eb), (cuuint32_t)box_rows }, estr[2] = { 1, 1 };
+    const CUtensorMapL2promotion l2 = row_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                      : row_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                         : CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    const CUtensorMapDataType ty = eb == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const CUtensorMapSwizzle sw = swb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+    CUresult r = ((PFN_cuTensorMapEncodeTiled_v12000)fn)(m, ty, 2, (void *)base, dims, strides, box, estr,
+                                                          CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
                                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorNotSupported;
 }
@@ -325,8 +331,8 @@ template <int D> static cudaError_t hp_launch(cudaStream_t st, const cuk_attn_ar
     const int box_rows = a->block_size < HP_BN ? a->block_size : HP_BN;
     const int cols = a->n_head_kv * D, n_qt = (a->max_q_len + HP_BM - 1) / HP_BM;
     CUtensorMap tk, tv;
-    cudaError_t e = hp_tmap(&tk, a->k_cache, cols, box_rows);
-    if (e == cudaSuccess) e = hp_tmap(&tv, a->v_cache, cols, box_rows);
+    cudaError_t e = kattn_cache_tmap(&tk, a->k_cache, 2, cols, 128, box_rows, 256);
+    if (e == cudaSuccess) e = kattn_cache_tmap(&tv, a->v_cache, 2, cols, 128, box_rows, 256);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kattn_fa3<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     const int hsec = e == cudaSuccess ? hp_hsec(a, &e) : 1;
     if (e != cudaSuccess) return e;
