@@ -21,6 +21,8 @@
  *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
  *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
  *    dequantized to bf16: ~2^-9 relative per product).
+ *  - The same through plans tuned on first use (cuk_gemm_tuning): same tolerance, and an accumulating
+ *    call adds to y once (the timed candidates write a scratch buffer).
  *  - Fused variants (cuk_matmul_ex / cuk_gemv_path_ex: norm prologue, swiglu prologue, accumulate)
  *    against the CPU backend's composition (rmsnorm as model_rmsnorm, silu(g) * u with expf, in
  *    float; then the double product; y0 + product when accumulating): the same tolerances as the
@@ -644,6 +646,34 @@ static float *weight_values(const cuk_weight *w)
     return v;
 }
 
+/* cuk_gemm_tuning on (the backend's warm-up runs): every new cuBLASLt plan of <= 512 tokens is timed
+ * over its heuristic candidates on the call's operands before the call. The results must stay within
+ * the cuBLASLt tolerance, and an accumulating call (beta = 1) must add to y exactly once: the tuning
+ * runs write a scratch buffer, never the y that holds the residual. */
+static void test_matmul_tuned(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x7A7A;
+    static const dtype types[] = {DTYPE_BF16, DTYPE_F16};
+    static const int64_t toks[] = {17, 64, 300};
+    static const int modes[] = {F_ACC, F_NORM | F_ACC, F_SWIGLU};
+    for (size_t d = 0; d < sizeof types / sizeof *types; d++) {
+        cuk_gemm *g = NULL;
+        ai_err err;
+        assert_int_equal(cuk_gemm_init(&g, &err), AI_OK);
+        cuk_gemm_tuning(g, 1);
+        test_weight tw;
+        weight_make(&tw, types[d], 1031, 512, &rng);
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+            for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) check_fused(&tw, toks[k], modes[mi], -1, g, &rng);
+        cuk_gemm_tuning(g, 0);
+        for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) check_fused(&tw, 64, modes[mi], -1, g, &rng);
+        weight_free(&tw);
+        cuk_gemm_free(g);
+    }
+}
+
 static void test_fill_random(void **state)
 {
     (void)state;
@@ -705,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_gemv_dp4a_fallback),
         cmocka_unit_test(test_matmul_gemm),
         cmocka_unit_test(test_matmul_fused),
+        cmocka_unit_test(test_matmul_tuned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

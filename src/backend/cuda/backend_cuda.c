@@ -239,9 +239,12 @@ static ai_status cu_run(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_e
     if (!key) return fn(arg, err);
     graph_slot *g = graph_find(b, key);
     g->last_use = ++b->tick;
-    if (g->state == 0) { /* first sight: run eagerly so modules load and plans are made outside capture */
+    if (g->state == 0) { /* first sight: run eagerly so modules load and plans are made (and tuned) outside capture */
         g->state = 1;
-        return fn(arg, err);
+        cuk_gemm_tuning(b->gemm, 1);
+        ai_status st = fn(arg, err);
+        cuk_gemm_tuning(b->gemm, 0);
+        return st;
     }
     if (g->state == 1) {
         cudaGraph_t graph = NULL;

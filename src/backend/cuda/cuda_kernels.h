@@ -109,6 +109,11 @@ ai_status cuk_gather_rows(cuk_stream s, float *out, const float *in, const int32
 typedef struct cuk_gemm cuk_gemm;
 ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err);
 void cuk_gemm_free(cuk_gemm *g);
+/* on = 1: until called with 0, each cuBLASLt plan of <= 512 tokens (batched decode) used for the
+ * first time is tuned: its heuristic candidates are timed on the call's operands and the fastest is
+ * kept (synchronizes; never inside a graph capture). For warm-up runs only (the backend turns it on
+ * for the eager first run of a decode graph key). AIINFRA_GEMM_TUNE=0 keeps the heuristic's pick. */
+void cuk_gemm_tuning(cuk_gemm *g, int on);
 /* Scratch bytes cuk_matmul needs for this weight and up to max_tok rows (bf16 copies of the
  * activations, dequantized weight tiles, the cuBLASLt workspace). */
 size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok);
