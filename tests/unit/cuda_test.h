@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <setjmp.h>
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
@@ -34,6 +35,14 @@ static inline int cuda_test_device(void)
     do {                               \
         if (!cuda_test_device()) skip(); \
     } while (0)
+
+/* CUDA_TEST_FILTER=pattern (cmocka's: * and ? wildcards) runs only the tests whose names match, e.g.
+ * one test under compute-sanitizer on the GPU machine. Call first in main. */
+static inline void cuda_test_filter(void)
+{
+    const char *f = getenv("CUDA_TEST_FILTER");
+    if (f && *f) cmocka_set_test_filter(f);
+}
 
 #define CUDA_OK(call)                                                                              \
     do {                                                                                           \

@@ -575,6 +575,7 @@ static void test_bad_args(void **state)
  * under compute-sanitizer: test_cuda_attention 'test_prefill_fp8'. */
 int main(int argc, char **argv)
 {
+    cuda_test_filter();
     if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_args),

@@ -384,6 +384,7 @@ static void test_attention_driver(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_versions),
         cmocka_unit_test(test_attention_bad_args),

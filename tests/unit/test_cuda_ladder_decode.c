@@ -221,6 +221,7 @@ static void test_ladder_run(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_versions),

@@ -204,6 +204,7 @@ static void test_gemm_ladder_driver(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_versions),
         cmocka_unit_test(test_gemm_unaligned),

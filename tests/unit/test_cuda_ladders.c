@@ -273,6 +273,7 @@ static void test_ladder_driver(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduce_versions),  cmocka_unit_test(test_reduce_unaligned),
         cmocka_unit_test(test_reduce_bad_args),  cmocka_unit_test(test_softmax_versions),

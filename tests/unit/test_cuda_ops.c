@@ -409,6 +409,7 @@ static void test_embed(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fill_add), cmocka_unit_test(test_swiglu),   cmocka_unit_test(test_add_bias),
         cmocka_unit_test(test_rmsnorm),  cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_store),     cmocka_unit_test(test_kv_store),

@@ -225,6 +225,7 @@ static void test_cuda_runner_sample(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_runner_kv_f32),
         cmocka_unit_test(test_cuda_runner_kv_fp8),

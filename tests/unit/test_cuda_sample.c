@@ -302,6 +302,7 @@ static void test_argmax(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     (void)cuda_test_rel_err; /* shared helper, unused here */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_argmax),
