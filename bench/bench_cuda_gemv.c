@@ -1,7 +1,7 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step]   (only the fusion table, the quantized table,
- *                                                             both, the step table: bench_step)
+ *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step|split]   (only the fusion table, the quantized
+ *                          table, both, the step table: bench_step, the tensor-core split-K table)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -355,6 +355,40 @@ static void bench_fusions(cudaStream_t s, int reps)
             }
 }
 
+/* The tensor-core kernel's row-block / split-K shapes (k_gemv.h, AIINFRA_GEMV_MMA_SPLIT; the last
+ * column: "auto", the per-shape pick) on the calls of a bf16 decode step, fused (cuk_gemv_ex with the
+ * step's prologue / epilogue) and plain, at n_tok 5, 8, 16: TB/s of weight bytes and % of copy. */
+static void bench_mma_splits(cudaStream_t s, int reps, double copy)
+{
+    static const struct { const char *name; int64_t n_out, n_in; int fz; } rows[] = {
+        {"norm   qkv", 6144, 4096, FZ_NORM},     {"add    wo", 4096, 4096, FZ_ADD},
+        {"norm   gate_up", 28672, 4096, FZ_NORM}, {"sw+add down", 4096, 14336, FZ_SWIGLU | FZ_ADD},
+        {"qkv", 6144, 4096, 0},                  {"wo", 4096, 4096, 0},
+        {"gate_up", 28672, 4096, 0},             {"down", 4096, 14336, 0},
+        {"output", 128256, 4096, 0},
+    };
+    static const int toks[] = {5, 8, 16};
+    printf("\nbf16 tensor-core GEMV by split (k_gemv.h CUK_GEMV_MMA_SPLITS): TB/s of weights (%%copy)\n%-15s %5s",
+           "call", "n_tok");
+    for (int sp = 0; sp < CUK_GEMV_MMA_SPLITS; sp++) printf("  %15s%d", "split ", sp);
+    printf("  %16s\n", "auto");
+    for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
+        for (int ti = 0; ti < 3; ti++) {
+            printf("%-15s %5d", rows[ri].name, toks[ti]);
+            for (int sp = 0; sp <= CUK_GEMV_MMA_SPLITS; sp++) {
+                char v[8];
+                snprintf(v, sizeof v, "%d", sp);
+                setenv("AIINFRA_GEMV_MMA_SPLIT", sp < CUK_GEMV_MMA_SPLITS ? v : "auto", 1);
+                const double ms = time_fusion(s, DTYPE_BF16, rows[ri].n_out, rows[ri].n_in, toks[ti], rows[ri].fz, 1, reps);
+                const double bw = (double)cuk_weight_bytes(DTYPE_BF16, rows[ri].n_out, rows[ri].n_in) / (ms * 1e-3);
+                printf("  %7.3f (%5.1f%%)", bw / 1e12, 100.0 * bw / copy);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    unsetenv("AIINFRA_GEMV_MMA_SPLIT");
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0;
@@ -369,6 +403,12 @@ int main(int argc, char **argv)
     AI(cuk_gemm_init(&gemm, &err));
     const double copy = copy_bandwidth(s, reps);
     printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
+    if (argc > 2 && strcmp(argv[2], "split") == 0) {
+        bench_mma_splits(s, reps, copy);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
     if (argc > 2 && strcmp(argv[2], "step") == 0) {
         bench_step(s, reps, copy);
         cuk_gemm_free(gemm);

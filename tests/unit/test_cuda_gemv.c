@@ -23,6 +23,7 @@
  *    dequantized to bf16: ~2^-9 relative per product).
  *  - The same through plans tuned on first use (cuk_gemm_tuning): same tolerance, and an accumulating
  *    call adds to y once (the timed candidates write a scratch buffer).
+ *  - Every split-K shape of the tensor-core kernel (cuk_gemv_bf16_mma_split) at the GEMV tolerance.
  *  - Fused variants (cuk_matmul_ex / cuk_gemv_path_ex: norm prologue, swiglu prologue, accumulate)
  *    against the CPU backend's composition (rmsnorm as model_rmsnorm, silu(g) * u with expf, in
  *    float; then the double product; y0 + product when accumulating): the same tolerances as the
@@ -674,6 +675,46 @@ static void test_matmul_tuned(void **state)
     }
 }
 
+/* Every row-block / split-K shape of the tensor-core kernel (k_gemv.h, CUK_GEMV_MMA_SPLITS), forced
+ * through AIINFRA_GEMV_MMA_SPLIT as an A/B run does (and "auto", the per-shape pick): the tensor-core tolerance (1e-4) at every fused
+ * mode and at n_tok on both sides of 8 (the kernel's HI16 switch). Shapes: n_out not a multiple of the
+ * 64-row blocks; n_in of 1, 3 and 37 tiles of 32 columns, so clusters of 2 and 4 CTAs get empty and
+ * uneven column slices; 14336 columns, as down_proj. */
+static void test_gemv_mma_splits(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x5A17;
+    static const int64_t shapes[][2] = {{37, 32}, {1031, 96}, {130, 1184}, {67, 14336}};
+    static const int64_t toks[] = {5, 8, 9, 16};
+    static const int modes[] = {0, F_NORM, F_SWIGLU | F_ACC, F_NORM | F_ACC};
+    for (int sp = 0; sp <= CUK_GEMV_MMA_SPLITS; sp++) { /* the last: "auto", the per-shape pick */
+        char v[8];
+        snprintf(v, sizeof v, "%d", sp);
+        setenv("AIINFRA_GEMV_MMA_SPLIT", sp < CUK_GEMV_MMA_SPLITS ? v : "auto", 1);
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            test_weight tw;
+            weight_make(&tw, DTYPE_BF16, shapes[si][0], shapes[si][1], &rng);
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+                for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) check_fused(&tw, toks[k], modes[mi], 2, NULL, &rng);
+            weight_free(&tw);
+        }
+    }
+    unsetenv("AIINFRA_GEMV_MMA_SPLIT");
+    for (int64_t no = 1; no <= (1 << 17); no *= 3)
+        for (int64_t ni = 32; ni <= 32768; ni *= 2)
+            for (int32_t nt = CUK_GEMV_MMA_MIN_TOK; nt <= CUK_GEMV_MAX_TOK; nt++) {
+                const int p = cuk_gemv_mma_split_pick(no, ni, nt);
+                assert_true(p >= 0 && p < CUK_GEMV_MMA_SPLITS);
+            }
+    ai_err err;
+    float *buf = cuda_test_dup(NULL, 4096 * sizeof(float));
+    const cuk_weight w = {.type = DTYPE_BF16, .n_out = 8, .n_in = 64, .data = buf};
+    assert_int_equal(cuk_gemv_bf16_mma_split(NULL, &w, buf, 8, buf + 1024, NULL, CUK_GEMV_MMA_SPLITS, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_gemv_bf16_mma_split(NULL, &w, buf, 8, buf + 1024, NULL, -1, &err), AI_ERR_INVALID);
+    cudaFree(buf);
+}
+
 static void test_fill_random(void **state)
 {
     (void)state;
@@ -726,6 +767,7 @@ static void test_fill_random(void **state)
 
 int main(void)
 {
+    cuda_test_filter();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_gemv_errors),
@@ -736,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_matmul_gemm),
         cmocka_unit_test(test_matmul_fused),
         cmocka_unit_test(test_matmul_tuned),
+        cmocka_unit_test(test_gemv_mma_splits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,23 +36,41 @@ static inline bool cuk_pdl_enabled()
     return !(e && *e && *e != '0');
 }
 
-/* cuk_launch(kernel, grid, block, shared_bytes, stream, args...): as kernel<<<...>>>(args...) with the
- * PDL attribute set. Returns the launch's cudaError_t. */
+/* cuk_launch_cluster(kernel, grid, block, shared_bytes, stream, cluster_x, args...): as
+ * kernel<<<...>>>(args...) with the PDL attribute set and, for cluster_x > 1, thread-block clusters of
+ * cluster_x consecutive CTAs along x (grid.x a multiple of cluster_x). Returns the launch's cudaError_t. */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t cuk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                     Args... args)
+static inline cudaError_t cuk_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                             cudaStream_t s, unsigned cluster_x, Args... args)
 {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (cuk_pdl_enabled()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster_x > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster_x;
+        attr[n].val.clusterDim.y = 1;
+        attr[n++].val.clusterDim.z = 1;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = cuk_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+/* cuk_launch(kernel, grid, block, shared_bytes, stream, args...): no clusters. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cuk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     Args... args)
+{
+    return cuk_launch_cluster(kernel, grid, block, smem, s, 1u, args...);
 }
 
 #endif

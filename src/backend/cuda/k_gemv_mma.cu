@@ -20,6 +20,15 @@
  *    per warp) meet in shared memory and thread (t, row) writes y[t][row] for t < n_tok.
  *  - Needs n_in % 32 == 0 and 16-byte aligned weights and x (the dispatcher checks).
  *
+ * Split-K over a thread-block cluster (template S > 1; cuk_gemv_bf16_mma_split): every CTA reads all
+ * of the x columns it covers from L2, n_tok * 4 bytes per column against 8 RG * 2 weight bytes, so x
+ * traffic is 2 n_tok / (8 RG) weight bytes per weight byte: 1.0 at n_tok 8 with RG 2, i.e. the
+ * SMs pull twice the weight bytes through L2. More rows per CTA (RG 8: 0.25) would leave too few
+ * CTAs (n_out 4096 / 64 = 64 for 132 SMs), so the S CTAs of a cluster share one row block and each
+ * takes 1/S of the columns: S * n_out / (8 RG) CTAs again, and x read once per row block. Their
+ * partial sums (16 tokens x 8 RG rows each) are added through distributed shared memory, in rank
+ * order, by the CTA that owns each output; FUSE_NORM's sum(x^2) is summed across the cluster too.
+ *
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
  *
@@ -28,8 +37,10 @@
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
  * written), x rows [0, n_tok); writes exactly y[0..n_tok)[0..n_out). Deterministic (no atomics).
  */
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -37,6 +48,8 @@
 #include "backend/cuda/cuk_mma.cuh"
 #include "backend/cuda/k_gemv.h"
 #include "backend/cuda/k_gemv_fuse.h"
+
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -114,16 +127,19 @@ __device__ __forceinline__ void tile_mma(float (&c)[4], const xfrag &f, const ui
     mma(c, f.al[2], f.bl[2], f.al[3], f.bl[3], w.z, w.w);
 }
 
-/* HI16: n_tok > 8 (tokens 8..15 present). */
-template <int RG, int U, bool HI16, int M>
+/* HI16: n_tok > 8 (tokens 8..15 present). S > 1: split-K over a cluster of S CTAs (see the header). */
+template <int RG, int U, bool HI16, int M, int S>
 __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *__restrict__ w,
                                                           const float *__restrict__ x, float *__restrict__ y,
                                                           int n_out, int n_in, int n_tok, cuk_fuse fz)
 {
     cuk_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int row0 = blockIdx.x * 8 * RG;
-    const int ntile = n_in / 32;
+    const int row0 = (blockIdx.x / S) * 8 * RG;
+    /* tiles [tb, te) of 32 columns: all of them, or this CTA's slice of the cluster's */
+    const int per = (n_in / 32 + S - 1) / S;
+    const int tb = S > 1 ? (int)cg::this_cluster().block_rank() * per : 0;
+    const int te = min(n_in / 32, tb + per);
     const uint4 *wr[RG];
 #pragma unroll
     for (int j = 0; j < RG; j++) {
@@ -139,18 +155,18 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
 
     float c[RG][4] = {};
-    for (int t0 = warp; t0 < ntile; t0 += kWarps * U) {
+    for (int t0 = tb + warp; t0 < te; t0 += kWarps * U) {
         uint4 wv[U][RG];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = t0 + u * kWarps;
 #pragma unroll
-            for (int j = 0; j < RG; j++) wv[u][j] = t < ntile ? ld_stream(wr[j] + 4 * t) : make_uint4(0, 0, 0, 0);
+            for (int j = 0; j < RG; j++) wv[u][j] = t < te ? ld_stream(wr[j] + 4 * t) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int t = t0 + u * kWarps;
-            if (t < ntile) {
+            if (t < te) {
                 xfrag f;
                 load_x<HI16, M>(f, xa, xb, va, vb, 32 * t, fq, n_in, ssa, ssb);
 #pragma unroll
@@ -180,7 +196,9 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         red[warp][g + 8][8 * j + 2 * q + 1] = c[j][3];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < 16 * 8 * RG; i += kWarps * 32) {
+    constexpr int E = 16 * 8 * RG; /* (token, row) outputs of the block */
+    __shared__ float ssp[16];      /* S > 1, FUSE_NORM: this CTA's sum(x^2) of each token row */
+    for (int i = threadIdx.x; i < E; i += kWarps * 32) {
         const int t = i / (8 * RG), r = i % (8 * RG);
         float v = 0.0f, sq = 0.0f;
 #pragma unroll
@@ -189,29 +207,53 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
 #pragma unroll
             for (int k = 0; k < kWarps; k++) sq += ssr[k][t];
         }
-        if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+        if constexpr (S == 1) {
+            if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+        } else {
+            red[0][t][r] = v; /* read only by this thread above */
+            if (r == 0) ssp[t] = sq;
+        }
+    }
+    if constexpr (S > 1) {
+        /* Partials of the S CTAs meet through distributed shared memory: output i is finished by
+         * CTA i % S, which adds the S partials in rank order (deterministic). */
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); /* every CTA's partials written and visible cluster-wide */
+        const int rank = (int)cl.block_rank();
+        for (int j = threadIdx.x; j < E / S; j += kWarps * 32) {
+            const int i = j * S + rank, t = i / (8 * RG), r = i % (8 * RG);
+            if (t >= n_tok || row0 + r >= n_out) continue;
+            float v = 0.0f, sq = 0.0f;
+#pragma unroll
+            for (int k = 0; k < S; k++) {
+                v += *cl.map_shared_rank(&red[0][t][r], k);
+                if constexpr (M == FUSE_NORM) sq += *cl.map_shared_rank(&ssp[t], k);
+            }
+            fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+        }
+        cl.sync(); /* no CTA exits while another still reads its shared memory */
     }
 }
 
-template <int RG, int U, int M>
+template <int RG, int U, int S, int M>
 void launch_m(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y, cuk_fuse f)
 {
-    const unsigned blocks = (unsigned)((w->n_out + 8 * RG - 1) / (8 * RG));
+    const unsigned blocks = (unsigned)((w->n_out + 8 * RG - 1) / (8 * RG)) * S;
     const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
     if (n_tok > 8)
-        cuk_launch(k_gemv_mma<RG, U, true, M>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
-                   (int)w->n_in, n_tok, f);
+        cuk_launch_cluster(k_gemv_mma<RG, U, true, M, S>, dim3(blocks), dim3(kWarps * 32), 0, cs, S, wd, x, y,
+                           (int)w->n_out, (int)w->n_in, n_tok, f);
     else
-        cuk_launch(k_gemv_mma<RG, U, false, M>, dim3(blocks), dim3(kWarps * 32), 0, cs, wd, x, y, (int)w->n_out,
-                   (int)w->n_in, n_tok, f);
+        cuk_launch_cluster(k_gemv_mma<RG, U, false, M, S>, dim3(blocks), dim3(kWarps * 32), 0, cs, S, wd, x, y,
+                           (int)w->n_out, (int)w->n_in, n_tok, f);
 }
 
-template <int RG, int U>
+template <int RG, int U, int S = 1>
 void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int m, cuk_fuse f)
 {
-    if (m == FUSE_NORM) launch_m<RG, U, FUSE_NORM>(cs, w, x, n_tok, y, f);
-    else if (m == FUSE_SWIGLU) launch_m<RG, U, FUSE_SWIGLU>(cs, w, x, n_tok, y, f);
-    else launch_m<RG, U, FUSE_NONE>(cs, w, x, n_tok, y, f);
+    if (m == FUSE_NORM) launch_m<RG, U, S, FUSE_NORM>(cs, w, x, n_tok, y, f);
+    else if (m == FUSE_SWIGLU) launch_m<RG, U, S, FUSE_SWIGLU>(cs, w, x, n_tok, y, f);
+    else launch_m<RG, U, S, FUSE_NONE>(cs, w, x, n_tok, y, f);
 }
 
 } // namespace
@@ -220,19 +262,44 @@ void launch(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_tok,
  * per weight byte is 2 n_tok / (8 RG); more rows per block cut it, as long as there are still
  * >= ~2 blocks per SM (n_out 4096: RG 2 -> 256 blocks; 1024: RG 1 -> 128). Measured: RG 4 pays
  * only at n_tok > 8 (gate/up 2.26 -> 2.43 TB/s at 16; at 8 and below RG 2 was faster). */
-extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                       const cuk_mm_opts *o, ai_err *err)
+extern "C" ai_status cuk_gemv_bf16_mma_split(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok,
+                                             float *y, const cuk_mm_opts *o, int split, ai_err *err)
 {
     if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
         w->n_in < 32 || w->n_in % 32 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
         (uintptr_t)x % 16 || (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad arguments");
+    if (split < 0 || split >= CUK_GEMV_MMA_SPLITS) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_bf16_mma: bad split %d", split);
     cudaStream_t cs = (cudaStream_t)s;
     const int m = cuk_fuse_mode(o);
     const cuk_fuse f = cuk_fuse_of(o);
-    if (w->n_out >= 8192 && n_tok > 8) launch<4, 2>(cs, w, x, n_tok, y, m, f);
+    if (split == 1) launch<4, 2, 2>(cs, w, x, n_tok, y, m, f);
+    else if (split == 2) launch<8, 1, 4>(cs, w, x, n_tok, y, m, f);
+    else if (w->n_out >= 8192 && n_tok > 8) launch<4, 2>(cs, w, x, n_tok, y, m, f);
     else if (w->n_out >= 2048) launch<2, 4>(cs, w, x, n_tok, y, m, f);
     else launch<1, 8>(cs, w, x, n_tok, y, m, f);
     CUK_LAUNCHED(err, "cuk_gemv_bf16_mma");
     return AI_OK;
+}
+
+/* The split for this call where none is forced. Measured (H200, 2026-12-06): `bench_cuda_gemv 20 split`,
+ * TB/s of weights, split 0 -> 2, with the step's fused prologues: at 16 tokens q|k|v 1.40 -> 1.99, wo
+ * 1.64 -> 1.70, gate|up 2.28 -> 2.41, down 1.24 -> 2.05, LM head 2.78 -> 2.89; the Llama-3-8B step at
+ * batch 16 x 1k 7.866 -> 7.648 ms. At 5-8 tokens the kernel bench has split 1 ahead on q|k|v and
+ * gate|up (2.52 -> 2.72, 2.95 -> 3.20) and split 2 on down (1.96 -> 2.51), but the whole step at
+ * batch 8 was slower with either everywhere (5.956 ms unsplit, 6.027 split 1, 6.317 split 2): it stays
+ * unsplit until a per-shape choice is measured in the step. */
+extern "C" int cuk_gemv_mma_split_pick(int64_t n_out, int64_t n_in, int32_t n_tok)
+{
+    (void)n_out, (void)n_in;
+    return n_tok > 8 ? 2 : 0;
+}
+
+extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                       const cuk_mm_opts *o, ai_err *err)
+{
+    const char *e = std::getenv("AIINFRA_GEMV_MMA_SPLIT");
+    int split = e && *e ? (e[0] >= '0' && e[0] <= '9' ? std::atoi(e) : -1) : CUK_GEMV_MMA_SPLIT_DEFAULT;
+    if (split < 0 || split >= CUK_GEMV_MMA_SPLITS) split = w ? cuk_gemv_mma_split_pick(w->n_out, w->n_in, n_tok) : 0;
+    return cuk_gemv_bf16_mma_split(s, w, x, n_tok, y, o, split, err);
 }
