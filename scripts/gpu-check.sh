@@ -59,6 +59,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     for b in $G/bench/bench_cuda_*; do
       [ -x "$b" ] && timeout 180 "$b" >>"$OUT/kernels.log" 2>&1
     done
+    timeout 180 $G/bench/bench_cuda_gemv 20 split >>"$OUT/kernels.log" 2>&1  # split-K GEMV table (docs/gpu.md)
     timeout 180 $G/bin/aiinfra kernels bench all >>"$OUT/kernels.log" 2>&1   # the ladders (docs/kernels/)
     # the Hopper prefill (k_attn_prefill_hopper.cu) in the attention ladder's v3_backend row: A/B with the line above
     echo "== AIINFRA_PREFILL=fa3 v3_backend ==" >>"$OUT/kernels.log"
