@@ -356,7 +356,7 @@ static void bench_fusions(cudaStream_t s, int reps)
 }
 
 /* The tensor-core kernel's row-block / split-K shapes (k_gemv.h, AIINFRA_GEMV_MMA_SPLIT; the last
- * column: "auto", the per-shape pick) on the calls of a bf16 decode step, fused (cuk_gemv_ex with the
+ * column: "auto", the default pick) on the calls of a bf16 decode step, fused (cuk_gemv_ex with the
  * step's prologue / epilogue) and plain, at n_tok 5, 8, 16: TB/s of weight bytes and % of copy. */
 static void bench_mma_splits(cudaStream_t s, int reps, double copy)
 {

@@ -21,13 +21,13 @@ ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, i
 /* The same with the row-block / split-K shape forced (k_gemv_mma.cu): split 0 = one CTA per block of
  * 8 RG rows, RG by n_out (what cuk_gemv_bf16_mma ran before splits existed); 1 = RG 4 over clusters of
  * 2 CTAs, 2 = RG 8 over 4 CTAs. All compute the same function (split-K sums in a fixed order).
- * cuk_gemv_bf16_mma runs CUK_GEMV_MMA_SPLIT_DEFAULT (-1: cuk_gemv_mma_split_pick per shape), or what
- * AIINFRA_GEMV_MMA_SPLIT says (A/B runs): a split number, or "auto" for the per-shape pick. */
+ * cuk_gemv_bf16_mma runs CUK_GEMV_MMA_SPLIT_DEFAULT (-1: cuk_gemv_mma_split_pick), or what
+ * AIINFRA_GEMV_MMA_SPLIT says (A/B runs): a split number, or "auto" for the default pick. */
 #define CUK_GEMV_MMA_SPLITS 3
 #define CUK_GEMV_MMA_SPLIT_DEFAULT (-1)
 ai_status cuk_gemv_bf16_mma_split(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                   const cuk_mm_opts *o, int split, ai_err *err);
-int cuk_gemv_mma_split_pick(int64_t n_out, int64_t n_in, int32_t n_tok);
+int cuk_gemv_mma_split_pick(int32_t n_tok);
 
 /* cuk_gemv with the kernel family forced: path 0 = as cuk_gemv picks, 1 = CUDA cores with float
  * decoding (one pass for all tokens), 2 = tensor cores (bf16 with n_in % 32 == 0 only; AI_ERR_INVALID

@@ -289,17 +289,13 @@ extern "C" ai_status cuk_gemv_bf16_mma_split(cuk_stream s, const cuk_weight *w, 
  * gate|up (2.52 -> 2.72, 2.95 -> 3.20) and split 2 on down (1.96 -> 2.51), but the whole step at
  * batch 8 was slower with either everywhere (5.956 ms unsplit, 6.027 split 1, 6.317 split 2): it stays
  * unsplit until a per-shape choice is measured in the step. */
-extern "C" int cuk_gemv_mma_split_pick(int64_t n_out, int64_t n_in, int32_t n_tok)
-{
-    (void)n_out, (void)n_in;
-    return n_tok > 8 ? 2 : 0;
-}
+extern "C" int cuk_gemv_mma_split_pick(int32_t n_tok) { return n_tok > 8 ? 2 : 0; }
 
 extern "C" ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                        const cuk_mm_opts *o, ai_err *err)
 {
     const char *e = std::getenv("AIINFRA_GEMV_MMA_SPLIT");
     int split = e && *e ? (e[0] >= '0' && e[0] <= '9' ? std::atoi(e) : -1) : CUK_GEMV_MMA_SPLIT_DEFAULT;
-    if (split < 0 || split >= CUK_GEMV_MMA_SPLITS) split = w ? cuk_gemv_mma_split_pick(w->n_out, w->n_in, n_tok) : 0;
+    if (split < 0 || split >= CUK_GEMV_MMA_SPLITS) split = cuk_gemv_mma_split_pick(n_tok);
     return cuk_gemv_bf16_mma_split(s, w, x, n_tok, y, o, split, err);
 }
