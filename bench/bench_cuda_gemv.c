@@ -427,13 +427,13 @@ int main(int argc, char **argv)
         {"wq/wo", 4096, 4096, 2}, {"wk/wv", 1024, 4096, 2}, {"gate/up", 14336, 4096, 2},
         {"down", 4096, 14336, 1}, {"output", 128256, 4096, 0},
     };
-    static const int toks[] = {1, 4, 16};
+    static const int toks[] = {1, 4, 8, 16};
     static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0};
     double t1[4][5] = {{0}}; /* n_tok 1 ms per [dtype][shape] */
     printf("%-8s %13s %5s %-5s %9s %8s %7s | %12s %8s %8s\n", "matrix", "n_out x n_in", "n_tok", "dtype", "gemv_us",
            "TB/s", "%copy", "cublasLt_us", "TB/s", "speedup");
     for (int si = 0; si < 5; si++) {
-        for (int ti = 0; ti < 3; ti++) {
+        for (int ti = 0; ti < 4; ti++) {
             const int nt = toks[ti];
             const int64_t no = shapes[si].n_out, ni = shapes[si].n_in;
             const double lt_ms = time_config(s, DTYPE_BF16, no, ni, nt, 1, gemm, reps);

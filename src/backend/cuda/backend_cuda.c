@@ -202,7 +202,7 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                               const backend_mm_opts *opts, ai_err *err)
 {
     cuda_be *b = ctx;
-    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
+    if (cuk_matmul_runs_gemv(w, n_tok)) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
         return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }

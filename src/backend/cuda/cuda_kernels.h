@@ -124,6 +124,12 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
                      void *work, size_t work_size, ai_err *err);
 /* The GEMV path alone (1 <= n_tok <= CUK_GEMV_MAX_TOK), for tests and benchmarks. */
 #define CUK_GEMV_MAX_TOK 16
+/* Float weights (bf16, f16) run cuBLASLt from cuk_matmul_lt_min_tok(type) tokens on, also below
+ * CUK_GEMV_MAX_TOK: CUK_LT_MIN_TOK, or AIINFRA_LT_MIN_TOK for A/B runs; other types never below.
+ * cuk_matmul_runs_gemv: whether cuk_matmul(_ex) of this weight and n_tok runs the GEMV. */
+#define CUK_LT_MIN_TOK (CUK_GEMV_MAX_TOK + 1)
+int cuk_matmul_lt_min_tok(dtype t);
+bool cuk_matmul_runs_gemv(const cuk_weight *w, int64_t n_tok);
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
 
 /* Fused variants (backend_mm_opts, include/aiinfra/backend.h; o NULL = the plain call):

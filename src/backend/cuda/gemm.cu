@@ -413,9 +413,21 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     return n;
 }
 
+extern "C" int cuk_matmul_lt_min_tok(dtype t)
+{
+    if (t != DTYPE_BF16 && t != DTYPE_F16) return CUK_GEMV_MAX_TOK + 1;
+    const char *e = getenv("AIINFRA_LT_MIN_TOK");
+    return e && *e ? atoi(e) : CUK_LT_MIN_TOK;
+}
+
+extern "C" bool cuk_matmul_runs_gemv(const cuk_weight *w, int64_t n_tok)
+{
+    return n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK && (!w || n_tok < cuk_matmul_lt_min_tok(w->type));
+}
+
 extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
 {
-    if (max_tok <= CUK_GEMV_MAX_TOK) return 0;
+    if (!w || (max_tok <= CUK_GEMV_MAX_TOK && max_tok < cuk_matmul_lt_min_tok(w->type))) return 0;
     return cuk_matmul_lt_work_size(w, max_tok);
 }
 
@@ -509,6 +521,6 @@ extern "C" ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, 
 extern "C" ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
                                    float *y, const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
 {
-    if (n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK) return cuk_gemv_ex(s, w, x, (int32_t)n_tok, y, o, err);
+    if (cuk_matmul_runs_gemv(w, n_tok)) return cuk_gemv_ex(s, w, x, (int32_t)n_tok, y, o, err);
     return matmul_lt(g, s, w, x, n_tok, y, o, work, work_size, err);
 }
