@@ -136,6 +136,10 @@ typedef struct backend_ops {
     /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch (for
      * matmul and matmul_ex). */
     ai_status (*matmul_reserve)(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err);
+    /* The smallest n_tok from which matmul(_ex) of a weight of type t runs as a GEMM whose prologue
+     * writes a 16-bit input (the runner then fuses as for large steps). Optional: NULL =
+     * RUNNER_FUSE_GEMV_TOK + 1. */
+    int32_t (*matmul_gemm_min_tok)(void *ctx, dtype t);
     /* Whether rope_store and attention take a KV cache of dtype t. Optional: NULL = f16 and f32 only. */
     bool (*kv_type_ok)(void *ctx, dtype t);
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);

@@ -45,9 +45,9 @@ typedef struct runner_params {
 #define RUNNER_FUSE_SWIGLU 2u /* silu(gate) * up in the down product's prologue */
 #define RUNNER_FUSE_ADD 4u    /* the residual adds in the wo and down products' epilogue */
 #define RUNNER_FUSE_EXACT 8u  /* use exactly the bits given (RUNNER_FUSE_EXACT alone: no fusion) */
-#define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps of at most
-                               * RUNNER_FUSE_GEMV_TOK tokens none for float weights, all three for
-                               * quantized ones; in larger steps all three */
+#define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
+                               * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
+                               * three for quantized ones; in larger steps all three */
 #define RUNNER_FUSE_GEMV_TOK 16 /* the largest step the CUDA backend serves with its GEMV (CUK_GEMV_MAX_TOK);
                                  * above it the products run as GEMMs whose prologue writes their 16-bit input */
 

@@ -261,6 +261,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
+    r->gemm_min_tok = be->ops->matmul_gemm_min_tok ? be->ops->matmul_gemm_min_tok(be->ctx, wt) : RUNNER_FUSE_GEMV_TOK + 1;
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
     switch (d.kv_dtype) {
     case RUNNER_KV_AUTO: r->kv_type = d.kv_f32 ? DTYPE_F32 : DTYPE_F16; break;
@@ -398,7 +399,7 @@ const model_config *runner_config(const runner *r) { return &r->cfg; }
 int64_t runner_kv_blocks(const runner *r) { return r->p.kv_blocks; }
 int32_t runner_block_size(const runner *r) { return r->p.block_size; }
 int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
-unsigned runner_fusions(const runner *r, int32_t n_tok) { return n_tok > RUNNER_FUSE_GEMV_TOK ? r->fuse_big : r->fuse; }
+unsigned runner_fusions(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok ? r->fuse_big : r->fuse; }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)
 {

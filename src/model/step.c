@@ -84,7 +84,7 @@ static ai_status step_body(void *arg, ai_err *err)
      * norm: the rmsnorm rides in the prologue of the product that reads it; swiglu: silu(gate) * up in
      * the down product's prologue; add: the residual add in the wo / down products' epilogue. Without
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
-    const unsigned fuse = n > RUNNER_FUSE_GEMV_TOK ? r->fuse_big : r->fuse;
+    const unsigned fuse = runner_fusions(r, n);
     const bool f_norm = fuse & RUNNER_FUSE_NORM, f_swiglu = fuse & RUNNER_FUSE_SWIGLU;
     const bool f_add = fuse & RUNNER_FUSE_ADD;
     const backend_mm_opts none = {0}, add = {.accumulate = true};

@@ -18,7 +18,8 @@
  *    rounds x the same way on the host (reference_q8x: d = amax / 127, q = rint(x * (127 / amax)) in
  *    float; q4_1's offset term uses the exact x sum, as the kernel does) with 1e-4, which catches a wrong
  *    nibble, scale, token or row as sharply as the float kernels' check.
- *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300: f32 weights 1e-5 (fp32 compute, no TF32);
+ *  - cuk_matmul through cuBLASLt at n_tok 17, 64, 300 (bf16 and f16 weights from CUK_LT_MIN_TOK = 5
+ *    on; the routing of every n_tok <= 16 is asserted): f32 weights 1e-5 (fp32 compute, no TF32);
  *    bf16, f16 and quantized weights 1e-2 (x is rounded to bf16/f16; quantized weights are
  *    dequantized to bf16: ~2^-9 relative per product).
  *  - The same through plans tuned on first use (cuk_gemm_tuning): same tolerance, and an accumulating
@@ -428,10 +429,16 @@ static void test_matmul_gemm(void **state)
                                  (long long)shapes[si][0], (long long)shapes[si][1], (long long)toks[k], e, tol);
                 }
             }
-            /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed) */
-            assert_int_equal(cuk_matmul_work_size(&tw.w, 16), 0u);
+            /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed), except 16-bit float weights
+             * from cuk_matmul_lt_min_tok tokens on (cuBLASLt, bf16/f16 x) */
+            const bool lt16 = t == DTYPE_BF16 || t == DTYPE_F16;
+            assert_int_equal(cuk_matmul_lt_min_tok(t), lt16 ? CUK_LT_MIN_TOK : CUK_GEMV_MAX_TOK + 1);
+            for (int n = 1; n <= CUK_GEMV_MAX_TOK; n++)
+                assert_int_equal(cuk_matmul_runs_gemv(&tw.w, n), !lt16 || n < CUK_LT_MIN_TOK);
+            assert_int_equal(cuk_matmul_work_size(&tw.w, 16) == 0, cuk_matmul_runs_gemv(&tw.w, 16));
             const double e = run_case(&tw, 5, g, 0, &rng);
-            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : is_quant(t) ? 1e-2 : 1e-4)); /* quantized: dp4a, int8 x */
+            /* quantized: dp4a, int8 x */
+            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : is_quant(t) || !cuk_matmul_runs_gemv(&tw.w, 5) ? 1e-2 : 1e-4));
             weight_free(&tw);
         }
     }
@@ -535,7 +542,7 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
     if (mode & F_ACC)
         for (size_t i = 0; i < ny; i++) y[i] -= y0[i];
 
-    const bool gemv = n_tok <= CUK_GEMV_MAX_TOK;
+    const bool gemv = path >= 0 || cuk_matmul_runs_gemv(&tw->w, n_tok);
     const int dq = gemv && is_quant(t) &&
                    (path == 4 || path == P_XQ ||
                     ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&

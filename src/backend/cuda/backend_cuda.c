@@ -206,6 +206,11 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
         return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
+static int32_t cu_matmul_gemm_min_tok(void *ctx, dtype t)
+{
+    (void)ctx;
+    return cuk_matmul_lt_min_tok(t);
+}
 static bool cu_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }
@@ -350,7 +355,8 @@ static const backend_ops cuda_ops = {
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
-    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve, .kv_type_ok = cu_kv_type_ok,
+    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve,
+    .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .kv_type_ok = cu_kv_type_ok,
     .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };
