@@ -149,8 +149,13 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     }
     const bool va = g < n_tok, vb = g + 8 < n_tok;
     const size_t xs = fuse_x_stride<M>(n_in);
+    /* x is read only after the wait: cuk_after_wait there (the first loop iteration when early) */
     const float *xa = x + (size_t)min(g, n_tok - 1) * xs + 8 * q;
     const float *xb = x + (size_t)min(g + 8, n_tok - 1) * xs + 8 * q;
+    if (!early) {
+        xa = cuk_after_wait(xa);
+        xb = cuk_after_wait(xb);
+    }
     const float *nwq = fz.nw + 8 * q; /* the norm weight at this lane's columns (FUSE_NORM) */
     const cuk_fuse fq{M == FUSE_NORM ? nwq : nullptr, fz.eps, fz.acc};
     float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
@@ -167,6 +172,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         }
         if (!waited) {
             cuk_pdl_wait();
+            xa = cuk_after_wait(xa);
+            xb = cuk_after_wait(xb);
             waited = true;
         }
 #pragma unroll
