@@ -547,7 +547,10 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
                    (path == 4 || path == P_XQ ||
                     ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
                                   (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
-    const double tol = t == DTYPE_F32 ? 1e-5 : (dq || !gemv) ? 1e-2 : 1e-4;
+    /* dq with a swiglu prologue: silu(g) * u of inputs in [-3, 3] spreads a 32-block's magnitudes
+     * more than plain x, so its int8 rounding reaches ~1e-2 of the output (0.0106 seen at 71 x 14336,
+     * q8_0, one seed in many): 2e-2 here; the int8-x reference below stays the sharp check */
+    const double tol = t == DTYPE_F32 ? 1e-5 : (dq && (mode & F_SWIGLU)) ? 2e-2 : (dq || !gemv) ? 1e-2 : 1e-4;
     const double e = cuda_test_rel_err(y, ref, ny);
     if ((!dq || n_in >= 256) && !(e <= tol))
         fail_msg("fused %s %lldx%lld mode %d path %d n_tok %lld: rel err %.3g > %.1g", dtype_name(t), (long long)n_out,
