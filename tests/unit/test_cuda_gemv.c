@@ -14,7 +14,7 @@
  *    still catching a wrong nibble, scale or row (each of those gives >= 1e-2).
  *  - Quantized weights on the dp4a kernel (cuk_gemv's pick, q8_0 from CUK_GEMV_Q8_DP4A_MIN_TOK) round x to int8 per
  *    32-block first (as the CPU backend and llama.cpp do), ~3e-3 relative on these inputs: checked
- *    twice, against the exact reference with 1e-2 (the rounding's size), and against a reference that
+ *    twice, against the exact reference with 1e-2 (the rounding's size; 2e-2 behind a swiglu prologue), and against a reference that
  *    rounds x the same way on the host (reference_q8x: d = amax / 127, q = rint(x * (127 / amax)) in
  *    float; q4_1's offset term uses the exact x sum, as the kernel does) with 1e-4, which catches a wrong
  *    nibble, scale, token or row as sharply as the float kernels' check.
