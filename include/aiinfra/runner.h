@@ -48,8 +48,9 @@ typedef struct runner_params {
 #define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
                                * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
                                * three for quantized ones; in larger steps all three */
-#define RUNNER_FUSE_GEMV_TOK 16 /* the largest step the CUDA backend serves with its GEMV (CUK_GEMV_MAX_TOK);
-                                 * above it the products run as GEMMs whose prologue writes their 16-bit input */
+#define RUNNER_FUSE_GEMV_TOK 16 /* for a backend without matmul_gemm_min_tok: the largest step taken as served
+                                 * by GEMVs; above it the products run as GEMMs whose prologue writes their
+                                 * 16-bit input */
 
 /* Synthetic weights: any architecture and size, generated on the backend (no file). */
 typedef struct runner_random {

@@ -432,13 +432,13 @@ static void test_matmul_gemm(void **state)
             /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed), except 16-bit float weights
              * from cuk_matmul_lt_min_tok tokens on (cuBLASLt, bf16/f16 x) */
             const bool lt16 = t == DTYPE_BF16 || t == DTYPE_F16;
-            assert_int_equal(cuk_matmul_lt_min_tok(t), lt16 ? CUK_LT_MIN_TOK : CUK_GEMV_MAX_TOK + 1);
+            assert_int_equal(cuk_matmul_lt_min_tok(g, t), lt16 ? CUK_LT_MIN_TOK : CUK_GEMV_MAX_TOK + 1);
             for (int n = 1; n <= CUK_GEMV_MAX_TOK; n++)
-                assert_int_equal(cuk_matmul_runs_gemv(&tw.w, n), !lt16 || n < CUK_LT_MIN_TOK);
-            assert_int_equal(cuk_matmul_work_size(&tw.w, 16) == 0, cuk_matmul_runs_gemv(&tw.w, 16));
+                assert_int_equal(cuk_matmul_runs_gemv(g, &tw.w, n), !lt16 || n < CUK_LT_MIN_TOK);
+            assert_int_equal(cuk_matmul_work_size(&tw.w, 16) == 0, cuk_matmul_runs_gemv(g, &tw.w, 16));
             const double e = run_case(&tw, 5, g, 0, &rng);
             /* quantized: dp4a, int8 x */
-            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : is_quant(t) || !cuk_matmul_runs_gemv(&tw.w, 5) ? 1e-2 : 1e-4));
+            assert_true(e <= (t == DTYPE_F32 ? 1e-5 : is_quant(t) || !cuk_matmul_runs_gemv(g, &tw.w, 5) ? 1e-2 : 1e-4));
             weight_free(&tw);
         }
     }
@@ -542,7 +542,7 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
     if (mode & F_ACC)
         for (size_t i = 0; i < ny; i++) y[i] -= y0[i];
 
-    const bool gemv = path >= 0 || cuk_matmul_runs_gemv(&tw->w, n_tok);
+    const bool gemv = path >= 0 || cuk_matmul_runs_gemv(gemm, &tw->w, n_tok);
     const int dq = gemv && is_quant(t) &&
                    (path == 4 || path == P_XQ ||
                     ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&

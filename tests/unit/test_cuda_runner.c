@@ -23,8 +23,8 @@ static void test_cuda_runner_kv_f32(void **state)
     CUDA_TEST_REQUIRE();
     backend be;
     ai_err err = {0};
+    setenv("AIINFRA_LT_MIN_TOK", "17", 1); /* the f32-x GEMV at every step size (header); read at init */
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    setenv("AIINFRA_LT_MIN_TOK", "17", 1); /* the f32-x GEMV at every step size (header) */
     for (unsigned f = 0; f < 9; f++) /* every combination of RUNNER_FUSE_*, then AUTO */
         for (int i = 0; runner_check_models[i]; i++)
             runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);

@@ -202,15 +202,11 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                               const backend_mm_opts *opts, ai_err *err)
 {
     cuda_be *b = ctx;
-    if (cuk_matmul_runs_gemv(w, n_tok)) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
+    if (cuk_matmul_runs_gemv(b->gemm, w, n_tok)) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
         return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
-static int32_t cu_matmul_gemm_min_tok(void *ctx, dtype t)
-{
-    (void)ctx;
-    return cuk_matmul_lt_min_tok(t);
-}
+static int32_t cu_matmul_gemm_min_tok(void *ctx, dtype t) { return cuk_matmul_lt_min_tok(((cuda_be *)ctx)->gemm, t); }
 static bool cu_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }

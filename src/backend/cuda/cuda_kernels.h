@@ -124,15 +124,16 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
                      void *work, size_t work_size, ai_err *err);
 /* The GEMV path alone (1 <= n_tok <= CUK_GEMV_MAX_TOK), for tests and benchmarks. */
 #define CUK_GEMV_MAX_TOK 16
-/* Float weights (bf16, f16) run cuBLASLt from cuk_matmul_lt_min_tok(type) tokens on, also below
- * CUK_GEMV_MAX_TOK: CUK_LT_MIN_TOK, or AIINFRA_LT_MIN_TOK for A/B runs; other types never below.
- * cuk_matmul_runs_gemv: whether cuk_matmul(_ex) of this weight and n_tok runs the GEMV. Why from 5
- * (where cuk_gemv would switch to its tensor-core kernel, CUK_GEMV_MMA_MIN_TOK): Llama-3-8B bf16 steps,
- * one H100 call (2026-12-06), our GEMV -> cuBLASLt with the runner's fused 16-bit prologue: batch 8
- * 7.160 / 7.178 -> 6.651 / 6.651 ms, batch 16 8.680 / 8.687 -> 6.936 / 7.005 (docs/gpu.md). */
+/* Float weights (bf16, f16) run cuBLASLt from cuk_matmul_lt_min_tok(g, type) tokens on, also below
+ * CUK_GEMV_MAX_TOK: CUK_LT_MIN_TOK, or AIINFRA_LT_MIN_TOK for A/B runs (read by cuk_gemm_init for g;
+ * g NULL: read now); other types never below. cuk_matmul_runs_gemv: whether cuk_matmul(_ex) with g of
+ * this weight and n_tok runs the GEMV. Why from 5 (where cuk_gemv would switch to its tensor-core
+ * kernel, CUK_GEMV_MMA_MIN_TOK): Llama-3-8B bf16 steps, one H100 call (2026-12-06), our GEMV ->
+ * cuBLASLt with the runner's fused 16-bit prologue: batch 8 7.160 / 7.178 -> 6.651 / 6.651 ms, batch 16
+ * 8.680 / 8.687 -> 6.936 / 7.005 (docs/gpu.md). */
 #define CUK_LT_MIN_TOK 5
-int cuk_matmul_lt_min_tok(dtype t);
-bool cuk_matmul_runs_gemv(const cuk_weight *w, int64_t n_tok);
+int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t);
+bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
 
 /* Fused variants (backend_mm_opts, include/aiinfra/backend.h; o NULL = the plain call):

@@ -30,16 +30,6 @@ __device__ __forceinline__ void cuk_pdl_wait()
 #endif
 }
 
-/* p, made opaque to the compiler at this point: loads through the result cannot be scheduled before
- * it. Needed after a cuk_pdl_wait that is not the kernel's first statement: the compiler treats __ldg
- * (ld.global.nc) loads as invariant and may hoist them above the wait, i.e. read the previous kernel's
- * output before it is complete (seen: GEMVs with early weight loads read a stale x under PDL). */
-template <typename T> __device__ __forceinline__ T *cuk_after_wait(T *p)
-{
-    asm volatile("" : "+l"(p)::"memory");
-    return p;
-}
-
 static inline bool cuk_pdl_enabled()
 {
     const char *e = std::getenv("AIINFRA_NO_PDL");

@@ -243,6 +243,7 @@ struct cuk_gemm {
     plan plans[kPlans];
     int evict;
     int tune; /* cuk_gemm_tuning: new decode-sized plans are timed (plan_tune) */
+    int lt_min_tok16; /* cuk_matmul_lt_min_tok of bf16 / f16 weights, read once (the per-call route) */
 };
 
 #define LT_TRY(err, call, what)                                                                            \
@@ -391,6 +392,7 @@ extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
         free(g);
         return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemm_init: cublasLtCreate failed (status %d)", (int)st);
     }
+    g->lt_min_tok16 = cuk_matmul_lt_min_tok(NULL, DTYPE_BF16);
     *out = g;
     return AI_OK;
 }
@@ -413,21 +415,22 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     return n;
 }
 
-extern "C" int cuk_matmul_lt_min_tok(dtype t)
+extern "C" int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t)
 {
     if (t != DTYPE_BF16 && t != DTYPE_F16) return CUK_GEMV_MAX_TOK + 1;
+    if (g) return g->lt_min_tok16;
     const char *e = getenv("AIINFRA_LT_MIN_TOK");
     return e && *e ? atoi(e) : CUK_LT_MIN_TOK;
 }
 
-extern "C" bool cuk_matmul_runs_gemv(const cuk_weight *w, int64_t n_tok)
+extern "C" bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok)
 {
-    return n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK && (!w || n_tok < cuk_matmul_lt_min_tok(w->type));
+    return n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK && (!w || n_tok < cuk_matmul_lt_min_tok(g, w->type));
 }
 
 extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
 {
-    if (!w || (max_tok <= CUK_GEMV_MAX_TOK && max_tok < cuk_matmul_lt_min_tok(w->type))) return 0;
+    if (!w || (max_tok <= CUK_GEMV_MAX_TOK && max_tok < cuk_matmul_lt_min_tok(NULL, w->type))) return 0;
     return cuk_matmul_lt_work_size(w, max_tok);
 }
 
@@ -521,6 +524,6 @@ extern "C" ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, 
 extern "C" ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok,
                                    float *y, const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
 {
-    if (cuk_matmul_runs_gemv(w, n_tok)) return cuk_gemv_ex(s, w, x, (int32_t)n_tok, y, o, err);
+    if (cuk_matmul_runs_gemv(g, w, n_tok)) return cuk_gemv_ex(s, w, x, (int32_t)n_tok, y, o, err);
     return matmul_lt(g, s, w, x, n_tok, y, o, work, work_size, err);
 }

@@ -26,8 +26,8 @@
  *  - Every kernel is launched by cuk_launch (programmatic dependent launch; cuk_launch.h) and calls
  *    cuk_pdl_wait() before it reads x or writes y. H200 A/B with AIINFRA_NO_PDL=1 (2026-12-02): within
  *    the 5-10% run-to-run spread of this bench on every shape (a graph of back-to-back GEMVs). With
- *    cuk_gemv_early() (default) the first U x R weight loads of each thread (the staged kernels: the
- *    L2 prefetch) are issued before the wait, so they stream while the previous kernel finishes.
+ *    cuk_gemv_early() (off by default: k_gemv.h says why) the first U x R weight loads of each thread
+ *    (the staged kernels: the L2 prefetch) are issued before the wait.
  *  - Float rows whose length or alignment does not allow 16-byte loads use a plain one-dot-per-block
  *    kernel (correct, slow; real models never take it).
  *
@@ -331,9 +331,6 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
     const xin<MD, T, S> xi{fz, n_in, ss};
     const int nblk = n_in / 32;
     bool waited = !wait_inside; /* wait_inside: cuk_pdl_wait after the first loads (early weights) */
-    const float *xl[T];         /* x rows, read only after the wait (cuk_after_wait) */
-#pragma unroll
-    for (int t = 0; t < T; t++) xl[t] = waited ? cuk_after_wait(xt[t]) : xt[t];
     for (int c0 = threadIdx.x; c0 < nc; c0 += kThreads * U) {
         uint4 q[U][R];
         uint32_t sc[U][R];
@@ -359,14 +356,12 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
         }
         if (!waited) {
             cuk_pdl_wait();
-#pragma unroll
-            for (int t = 0; t < T; t++) xl[t] = cuk_after_wait(xl[t]);
             waited = true;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + u * kThreads;
-            if (c < nc) chunk<K, T, R, MD, S>(q[u], sc[u], xl, c, acc, xi);
+            if (c < nc) chunk<K, T, R, MD, S>(q[u], sc[u], xt, c, acc, xi);
         }
     }
     if (!waited) cuk_pdl_wait(); /* a thread with no chunk still writes y below */
@@ -444,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(first + off));
         }
         if (early) cuk_pdl_wait(); /* a prefetch reads no data: it may run before the previous kernel is done */
-        stage_x<M, T, S>(cuk_after_wait(x), n_tok, n_in, fz.nw, xs, ssum);
+        stage_x<M, T, S>(x, n_tok, n_in, fz.nw, xs, ssum);
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = xs + (size_t)t * n_in;
         for (int grp = blockIdx.x; grp < ngroups; grp += gridDim.x) {

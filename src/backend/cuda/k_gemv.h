@@ -23,7 +23,7 @@ ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, fl
  * Off by default: on an H100 (2026-12-06) it took 0.4-2% off the bf16 steps at batch 1-16, but the
  * 1B-scale f32 parity run (scripts/gpu_hf_parity.py) then diverged from PyTorch at the second greedy
  * token (top-2 gap 0.046), and matched with it off or with PDL off: some read saw the previous kernel's
- * output too early. x is now read through cuk_after_wait; the cause is not yet confirmed (docs/gpu.md). */
+ * output too early. Not found yet (docs/gpu.md: an opaque x pointer after the wait changed nothing). */
 #define CUK_GEMV_EARLY_DEFAULT 0
 int cuk_gemv_early(void);
 

@@ -33,7 +33,7 @@
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
  *
  * Every kernel is launched by cuk_launch (PDL) and waits with cuk_pdl_wait() before it reads x or
- * writes y; with cuk_gemv_early() (the default) its first weight loads go before that wait (k_gemv.h).
+ * writes y; with cuk_gemv_early() (off by default) its first weight loads go before that wait (k_gemv.h).
  *
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
  * written), x rows [0, n_tok); writes exactly y[0..n_tok)[0..n_out). Deterministic (no atomics).
@@ -149,13 +149,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     }
     const bool va = g < n_tok, vb = g + 8 < n_tok;
     const size_t xs = fuse_x_stride<M>(n_in);
-    /* x is read only after the wait: cuk_after_wait there (the first loop iteration when early) */
     const float *xa = x + (size_t)min(g, n_tok - 1) * xs + 8 * q;
     const float *xb = x + (size_t)min(g + 8, n_tok - 1) * xs + 8 * q;
-    if (!early) {
-        xa = cuk_after_wait(xa);
-        xb = cuk_after_wait(xb);
-    }
     const float *nwq = fz.nw + 8 * q; /* the norm weight at this lane's columns (FUSE_NORM) */
     const cuk_fuse fq{M == FUSE_NORM ? nwq : nullptr, fz.eps, fz.acc};
     float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
@@ -172,8 +167,6 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         }
         if (!waited) {
             cuk_pdl_wait();
-            xa = cuk_after_wait(xa);
-            xb = cuk_after_wait(xb);
             waited = true;
         }
 #pragma unroll
