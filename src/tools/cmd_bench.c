@@ -265,14 +265,15 @@ int cmd_bench(int argc, char **argv)
     if (o.json) {
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
                "\"batch\": %d, \"prompt\": %d, \"gen\": %d, \"block_size\": %d, \"kv_cache_dtype\": \"%s\", "
-               "\"graphs\": %s, \"fuse\": \"%s\", "
+               "\"graphs\": %s, \"decode_matmul\": \"%s\", \"fuse\": \"%s\", "
                "\"fuse_prefill\": \"%s\", "
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
                "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
                "\"prefill_frac_of_bound\": %.4f}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
-               dtype_name(runner_kv_type(r)), o.no_graphs ? "false" : "true", fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
+               dtype_name(runner_kv_type(r)), o.no_graphs ? "false" : "true", runner_step_gemm(r, B) ? "gemm" : "gemv",
+               fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
                step_flops, decode_bound, decode_tps / decode_bound, prefill_bound,
                prefill_bound > 0 ? prefill_tps / prefill_bound : 0);
     } else {
@@ -281,6 +282,7 @@ int cmd_bench(int argc, char **argv)
         printf("ceilings   copy %.0f GB/s (read + write), bf16 matmul %.0f TFLOP/s (measured now)\n", copy_gbs, mm_tflops);
         printf("load       %.0f ms (weights %.2f GiB), fused into the matmuls: %s (decode), %s (prefill)\n", load_ms,
                (double)runner_weight_bytes(r) / (1 << 30), fuse, fuse_pf);
+        printf("matmuls    decode steps of %d tokens run %s\n", B, runner_step_gemm(r, B) ? "GEMMs" : "GEMVs");
         printf("kv cache   %s, %llu bytes per token\n", dtype_name(runner_kv_type(r)),
                (unsigned long long)runner_kv_bytes_per_token(r));
         printf("prefill    %d x %d tokens: %.0f tok/s", B, P, prefill_tps);

@@ -22,6 +22,8 @@ def test_bench_cpu_json(aiinfra_bin):
               "decode_bound_tok_s", "decode_frac_of_bound"):
         assert o[k] > 0, k
     assert o["backend"] == "cpu" and o["batch"] == 3 and o["prompt"] == 20 and o["gen"] == 8
+    # the CPU backend has no GEMM threshold: small steps are the GEMV class, without fusion for float weights
+    assert o["decode_matmul"] == "gemv"
     # the bound is memory-bound here: bytes / bandwidth, batch sequences per step
     assert abs(o["decode_bound_tok_s"] - 3 / (o["decode_step_bytes"] / (o["copy_gb_s"] * 1e9))) < 1e-3 * o["decode_bound_tok_s"] + 1e-6
     assert abs(o["decode_frac_of_bound"] - o["decode_tok_s"] / o["decode_bound_tok_s"]) < 1e-3
