@@ -142,8 +142,9 @@ ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_
  *                 1 / sqrt(mean(x^2) + eps) at the end (the scale is one number per token row);
  *   o->swiglu_in: x (n_tok, 2 n_in) gate|up rows, input = silu(gate) * up, computed while loading;
  *   o->accumulate: y += product (one thread owns each y element: no atomics).
- * Above CUK_GEMV_MAX_TOK cuk_matmul_ex runs cuk_rmsnorm / cuk_swiglu_rows into its work area, then
- * the GEMM with beta = 1 when accumulating. cuk_matmul_work_size covers both. */
+ * Where cuk_matmul_ex runs cuBLASLt (!cuk_matmul_runs_gemv) the prologue is a kernel that writes the
+ * GEMM's 16-bit input into the work area (f32 weights: cuk_rmsnorm / cuk_swiglu_rows), then the GEMM,
+ * with beta = 1 when accumulating. cuk_matmul_work_size covers both. */
 typedef backend_mm_opts cuk_mm_opts;
 ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok, float *y,
                         const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
