@@ -23,11 +23,9 @@
  *  - Reduction: warp shuffles, then the block's 4 warps through shared memory; thread r*T+t writes
  *    y[t][row0 + r]. No atomics: results are deterministic and independent of launch state.
  *  - bf16 with n_tok >= CUK_GEMV_MMA_MIN_TOK goes to the tensor-core kernel (k_gemv_mma.cu).
- *  - Every kernel is launched by cuk_launch (programmatic dependent launch; cuk_launch.h) and calls
- *    cuk_pdl_wait() before it reads x or writes y. H200 A/B with AIINFRA_NO_PDL=1 (2026-12-02): within
- *    the 5-10% run-to-run spread of this bench on every shape (a graph of back-to-back GEMVs). With
- *    cuk_gemv_early() (off by default: k_gemv.h says why) the first U x R weight loads of each thread
- *    (the staged kernels: the L2 prefetch) are issued before the wait.
+ *  - Every kernel calls cuk_pdl_wait() first and is launched by cuk_launch (programmatic dependent
+ *    launch; cuk_launch.h). H200 A/B with AIINFRA_NO_PDL=1 (2026-12-02): within the 5-10% run-to-run
+ *    spread of this bench on every shape (a graph of back-to-back GEMVs).
  *  - Float rows whose length or alignment does not allow 16-byte loads use a plain one-dot-per-block
  *    kernel (correct, slow; real models never take it).
  *
@@ -312,8 +310,7 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, 
 template <int K, int T, int R, int U, int L, int M, int S, int MD>
 __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, const unsigned char *__restrict__ scales,
                                           const float *const (&xt)[T], float *__restrict__ y, int n_out, int n_in,
-                                          int n_tok, const cuk_fuse &fz, int row0, const float *sq_staged,
-                                          bool wait_inside = false)
+                                          int n_tok, const cuk_fuse &fz, int row0, const float *sq_staged)
 {
     constexpr int E = Traits<K>::E;
     constexpr bool quant = K >= W_Q8_0;
@@ -330,7 +327,6 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
     float ss[T] = {}; /* unstaged FUSE_NORM: this thread's share of sum(x^2) per token */
     const xin<MD, T, S> xi{fz, n_in, ss};
     const int nblk = n_in / 32;
-    bool waited = !wait_inside; /* wait_inside: cuk_pdl_wait after the first loads (early weights) */
     for (int c0 = threadIdx.x; c0 < nc; c0 += kThreads * U) {
         uint4 q[U][R];
         uint32_t sc[U][R];
@@ -354,17 +350,12 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
                 }
             }
         }
-        if (!waited) {
-            cuk_pdl_wait();
-            waited = true;
-        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + u * kThreads;
             if (c < nc) chunk<K, T, R, MD, S>(q[u], sc[u], xt, c, acc, xi);
         }
     }
-    if (!waited) cuk_pdl_wait(); /* a thread with no chunk still writes y below */
 
     __shared__ float red[kThreads / 32][R * T + T]; /* dot products, then (FUSE_NORM) sum(x^2) per token */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -413,8 +404,9 @@ template <int K, int T, int R, int U, int L, int M, int S = XS_GLOBAL>
 __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
                                                    const unsigned char *__restrict__ scales,
                                                    const float *__restrict__ x, float *__restrict__ y, int n_out,
-                                                   int n_in, int n_tok, int early, cuk_fuse fz)
+                                                   int n_in, int n_tok, cuk_fuse fz)
 {
+    cuk_pdl_wait();
     constexpr bool staged = S != XS_GLOBAL;
     static_assert(!staged || (K <= W_BF16 && M != FUSE_NONE), "staging is for the fused float kernels");
     const float *xt[T];
@@ -429,7 +421,6 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
          * this is what HBM streams meanwhile. */
         const size_t gbytes = (size_t)R * row_bytes;
         const int npre = (int)min((size_t)4, max((size_t)1, kPrefetchTotal / gridDim.x / gbytes));
-        if (!early) cuk_pdl_wait();
         for (int k = 0; k < npre; k++) {
             const int g = (int)blockIdx.x + k * (int)gridDim.x;
             if (g >= ngroups) break;
@@ -438,7 +429,6 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
             for (size_t off = (size_t)threadIdx.x * 128; off < pre; off += (size_t)kThreads * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(first + off));
         }
-        if (early) cuk_pdl_wait(); /* a prefetch reads no data: it may run before the previous kernel is done */
         stage_x<M, T, S>(x, n_tok, n_in, fz.nw, xs, ssum);
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = xs + (size_t)t * n_in;
@@ -449,9 +439,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
     } else {
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
-        if (!early) cuk_pdl_wait();
-        gemv_rows<K, T, R, U, L, M, S, M>(w, scales, xt, y, n_out, n_in, n_tok, fz, blockIdx.x * R, nullptr,
-                                          early != 0);
+        gemv_rows<K, T, R, U, L, M, S, M>(w, scales, xt, y, n_out, n_in, n_tok, fz, blockIdx.x * R, nullptr);
     }
 }
 
@@ -520,7 +508,7 @@ void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, floa
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
     const unsigned blocks = (unsigned)((w->n_out + R - 1) / R);
     cuk_launch(k_gemv<K, T, R, U, L, M>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y,
-               (int)w->n_out, (int)w->n_in, n_tok, cuk_gemv_early(), f);
+               (int)w->n_out, (int)w->n_in, n_tok, f);
 }
 
 template <int K, int T, int M>
@@ -549,8 +537,7 @@ template <int K, int T, int R, int U, int M>
 cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
     constexpr int S = K == W_F32 ? XS_SMEM : XS_SMEM8;
-    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int,
-                 cuk_fuse) =
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, cuk_fuse) =
         k_gemv<K, T, R, U, 0, M, S>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = (size_t)T * (size_t)n_in * sizeof(float);
@@ -567,8 +554,7 @@ cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x,
     const long long per_cta = (groups + cap - 1) / cap;
     const unsigned grid = (unsigned)((groups + per_cta - 1) / per_cta);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
-    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, base, x, y, n_out, n_in, n_tok,
-                      cuk_gemv_early(), f);
+    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, base, x, y, n_out, n_in, n_tok, f);
 }
 
 /* The staged kernels run the unfused kernel's shape (Shape<K, T>: R1U4 for bf16 at n_tok 1, the
@@ -691,12 +677,6 @@ extern "C" size_t cuk_gemv_work_size(const cuk_weight *w, int32_t max_tok)
     if (!w || max_tok < 1) return 0;
     if (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) return 0;
     return cuk_gemv_dp4a_xq_bytes(w->n_in, max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK);
-}
-
-extern "C" int cuk_gemv_early(void)
-{
-    const char *e = getenv("AIINFRA_GEMV_EARLY");
-    return e && *e ? *e != '0' : CUK_GEMV_EARLY_DEFAULT;
 }
 
 static int split_mask(void)

@@ -14,19 +14,6 @@ extern "C" {
 ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, float *y, int v, const char **name,
                            ai_err *err);
 
-/* Early weights: the float (k_gemv.cu, unstaged) and tensor-core (k_gemv_mma.cu) GEMVs issue their
- * first weight loads before cuk_pdl_wait, so that they are in flight while the previous kernel on the
- * stream (an rmsnorm, the attention, a SwiGLU, the tail of another GEMV) finishes. Legal because no
- * kernel of a step writes weights: they are uploaded or generated, and the stream synchronized, before
- * the first step (a kernel's pre-wait reads see everything finished before the previous kernel began;
- * cuk_launch.h). cuk_gemv_early() is CUK_GEMV_EARLY_DEFAULT unless AIINFRA_GEMV_EARLY=0|1 (A/B runs).
- * Off by default: on an H100 (2026-12-06) it took 0.4-2% off the bf16 steps at batch 1-16, but the
- * 1B-scale f32 parity run (scripts/gpu_hf_parity.py) then diverged from PyTorch at the second greedy
- * token (top-2 gap 0.046), and matched with it off or with PDL off: some read saw the previous kernel's
- * output too early. Not found yet (docs/gpu.md: an opaque x pointer after the wait changed nothing). */
-#define CUK_GEMV_EARLY_DEFAULT 0
-int cuk_gemv_early(void);
-
 /* The tensor-core bf16 GEMV (k_gemv_mma.cu): n_in % 32 == 0, 16-byte aligned weights and x. */
 ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                             const cuk_mm_opts *o, ai_err *err);

@@ -32,8 +32,7 @@
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
  *
- * Every kernel is launched by cuk_launch (PDL) and waits with cuk_pdl_wait() before it reads x or
- * writes y; with cuk_gemv_early() (off by default) its first weight loads go before that wait (k_gemv.h).
+ * Every kernel waits with cuk_pdl_wait() before touching memory and is launched by cuk_launch (PDL).
  *
  * Invariants: reads rows [0, n_out) (the last group re-reads row n_out - 1 for missing rows, never
  * written), x rows [0, n_tok); writes exactly y[0..n_tok)[0..n_out). Deterministic (no atomics).
@@ -132,9 +131,9 @@ __device__ __forceinline__ void tile_mma(float (&c)[4], const xfrag &f, const ui
 template <int RG, int U, bool HI16, int M, int S>
 __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *__restrict__ w,
                                                           const float *__restrict__ x, float *__restrict__ y,
-                                                          int n_out, int n_in, int n_tok, int early, cuk_fuse fz)
+                                                          int n_out, int n_in, int n_tok, cuk_fuse fz)
 {
-    if (!early) cuk_pdl_wait(); /* early: after the first weight loads (k_gemv.h, cuk_gemv_early) */
+    cuk_pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int row0 = (blockIdx.x / S) * 8 * RG;
     /* tiles [tb, te) of 32 columns: all of them, or this CTA's slice of the cluster's */
@@ -156,7 +155,6 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
 
     float c[RG][4] = {};
-    bool waited = !early;
     for (int t0 = tb + warp; t0 < te; t0 += kWarps * U) {
         uint4 wv[U][RG];
 #pragma unroll
@@ -164,10 +162,6 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
             const int t = t0 + u * kWarps;
 #pragma unroll
             for (int j = 0; j < RG; j++) wv[u][j] = t < te ? ld_stream(wr[j] + 4 * t) : make_uint4(0, 0, 0, 0);
-        }
-        if (!waited) {
-            cuk_pdl_wait();
-            waited = true;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -181,7 +175,6 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         }
     }
 
-    if (!waited) cuk_pdl_wait(); /* a warp without tiles still takes part in the stores */
     /* c[j]: {(token g, row 2q), (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1)} of row group j */
     __shared__ float red[kWarps][16][8 * RG];
     __shared__ float ssr[kWarps][16]; /* FUSE_NORM: per warp, sum(x^2) of each token row */
@@ -249,10 +242,10 @@ void launch_m(cudaStream_t cs, const cuk_weight *w, const float *x, int32_t n_to
     const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
     if (n_tok > 8)
         cuk_launch_cluster(k_gemv_mma<RG, U, true, M, S>, dim3(blocks), dim3(kWarps * 32), 0, cs, S, wd, x, y,
-                           (int)w->n_out, (int)w->n_in, n_tok, cuk_gemv_early(), f);
+                           (int)w->n_out, (int)w->n_in, n_tok, f);
     else
         cuk_launch_cluster(k_gemv_mma<RG, U, false, M, S>, dim3(blocks), dim3(kWarps * 32), 0, cs, S, wd, x, y,
-                           (int)w->n_out, (int)w->n_in, n_tok, cuk_gemv_early(), f);
+                           (int)w->n_out, (int)w->n_in, n_tok, f);
 }
 
 template <int RG, int U, int S = 1>
