@@ -355,6 +355,82 @@ static void bench_fusions(cudaStream_t s, int reps)
             }
 }
 
+/* The bf16 matrices of a Llama-3-8B decode step. */
+static const struct { const char *name; int64_t n_out, n_in; } step_mats[] = {
+    {"qkv", 6144, 4096}, {"wo", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"output", 128256, 4096},
+};
+
+/* `bench_cuda_gemv R skinny`: the skinny wgmma GEMM (k_skinny.cu, through cuk_matmul_lt with
+ * AIINFRA_SKINNY=1) against cuBLASLt (the same call without) and our GEMV, on the Llama-3-8B matrices at
+ * n_tok 1-16: us per call and TB/s of weight bytes (both cuk_matmul_lt rows include the f32 ->
+ * bf16 rounding of x). */
+static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
+{
+    static const int toks[] = {1, 4, 5, 8, 12, 16};
+    setenv("AIINFRA_SKINNY", "1", 1);
+    cuk_gemm *gs = NULL;
+    AI(cuk_gemm_init(&gs, &err));
+    unsetenv("AIINFRA_SKINNY");
+    printf("%-8s %5s | %18s | %18s | %18s | %s\n", "matrix", "n_tok", "skinny us (TB/s)", "cuBLASLt us (TB/s)",
+           "our GEMV us (TB/s)", "skinny vs cuBLASLt");
+    for (size_t si = 0; si < sizeof step_mats / sizeof *step_mats; si++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
+            const int nt = toks[ti];
+            const double bytes = (double)cuk_weight_bytes(DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in);
+            const double sk = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 1, gs, reps);
+            const double lt = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 1, gemm, reps);
+            const double gv = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 0, gemm, reps);
+            printf("%-8s %5d | %8.2f (%5.2f)   | %8.2f (%5.2f)   | %8.2f (%5.2f)   | %.2fx  (%.0f%% of copy)\n",
+                   step_mats[si].name, nt, sk * 1e3, bytes / (sk * 1e-3) / 1e12, lt * 1e3, bytes / (lt * 1e-3) / 1e12,
+                   gv * 1e3, bytes / (gv * 1e-3) / 1e12, lt / sk, 100.0 * bytes / (sk * 1e-3) / copy);
+            fflush(stdout);
+        }
+    cuk_gemm_free(gs);
+}
+
+/* `bench_cuda_gemv R skinnycfg`: k_skinny.cu's ring configurations (boxes per stage x stages) by
+ * split-K cluster size and CUK_SKINNY_* flags, x already bf16 (no rounding kernel), TB/s of weight
+ * bytes and % of copy. */
+static void bench_skinny_cfg(cudaStream_t s, int reps, double copy)
+{
+    static const int toks[] = {1, 4, 8, 16};
+    static const int cols[][2] = {{1, 0}, {1, 1}, {2, 1}, {1, 3}, {0, 1}}; /* split, flags */
+    const int ncol = (int)(sizeof cols / sizeof *cols);
+    printf("skinny wgmma GEMM: TB/s of weights (%% of copy) by ring configuration, split (0: picked) and flags\n"
+           "%-8s %5s %3s", "matrix", "n_tok", "cfg");
+    for (int i = 0; i < ncol; i++) printf("  %9s%d f%d ", "split ", cols[i][0], cols[i][1]);
+    printf("\n");
+    for (size_t si = 0; si < sizeof step_mats / sizeof *step_mats; si++) {
+        int copies;
+        cuk_weight *w = weights_alloc(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, &copies);
+        cuk_weight xw = {.type = DTYPE_BF16, .n_out = 16, .n_in = step_mats[si].n_in};
+        float *y;
+        CK(cudaMalloc(&xw.data, (size_t)16 * step_mats[si].n_in * 2));
+        CK(cudaMalloc((void **)&y, (size_t)16 * step_mats[si].n_out * sizeof(float)));
+        AI(cuk_weight_fill_random(s, &xw, 7, 1.0f, &err));
+        const double bytes = (double)cuk_weight_bytes(DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in);
+        for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++)
+            for (int cfg = 0; cfg < CUK_SKINNY_CFGS; cfg++) {
+                printf("%-8s %5d %3d", step_mats[si].name, toks[ti], cfg);
+                for (int col = 0; col < ncol; col++) {
+                    const int split = cols[col][0], fl = cols[col][1];
+                    AI(cuk_skinny_bf16_cfg(s, &w[0], xw.data, toks[ti], y, 0, split, cfg, fl, &err));
+                    CK(cudaStreamSynchronize(s));
+                    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+                    for (int i = 0; i < copies; i++)
+                        AI(cuk_skinny_bf16_cfg(s, &w[i], xw.data, toks[ti], y, 0, split, cfg, fl, &err));
+                    const double ms = time_capture(s, reps) / copies, bw = bytes / (ms * 1e-3);
+                    printf("  %6.3f (%3.0f%%)", bw / 1e12, 100.0 * bw / copy);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+        cudaFree(xw.data);
+        cudaFree(y);
+        weights_free(w, copies);
+    }
+}
+
 /* The tensor-core kernel's row-block / split-K shapes (k_gemv.h, AIINFRA_GEMV_MMA_SPLIT; the last
  * column: "auto", the default pick) on the calls of a bf16 decode step, fused (cuk_gemv_ex with the
  * step's prologue / epilogue) and plain, at n_tok 5, 8, 16: TB/s of weight bytes and % of copy. */
@@ -405,6 +481,18 @@ int main(int argc, char **argv)
     printf("copy bandwidth (D2D 2 GB, read+write): %.3f TB/s\n\n", copy / 1e12);
     if (argc > 2 && strcmp(argv[2], "split") == 0) {
         bench_mma_splits(s, reps, copy);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "skinnycfg") == 0) {
+        bench_skinny_cfg(s, reps, copy);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "skinny") == 0) {
+        bench_skinny(s, gemm, reps, copy);
         cuk_gemm_free(gemm);
         cudaStreamDestroy(s);
         return 0;

@@ -24,7 +24,7 @@ for b in $bins; do
     grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libresolv|ld-linux[^/]*|libcu[A-Za-z]*|libnv[A-Za-z]*)\.so' || true
 done | sort -u | while read -r lib; do cp -L "$lib" "$g/lib/"; cp -L "$lib" build/gpu-libs/; done
 model=${AIINFRA_CACHE:-$HOME/.cache/aiinfra}/SmolLM2-135M-Instruct.Q4_1.gguf
-venv=$(ls -d "$HOME"/.cache/aiinfra/venv-*/ 2>/dev/null | head -1)
+venv=$(ls -d "$HOME"/.cache/aiinfra/venv-*/ 2>/dev/null | head -1 || true) # none on a fresh machine
 if [ -f "$model" ] && [ -n "$venv" ]; then
   [ -f build/gpu-fixture/smollm2-8l.gguf ] || { mkdir -p build/gpu-fixture &&
     "$venv/bin/python" scripts/make_gpu_fixture.py "$model" build/gpu-fixture/smollm2-8l.gguf; }

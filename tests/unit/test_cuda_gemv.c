@@ -724,6 +724,89 @@ static void test_gemv_mma_splits(void **state)
     cudaFree(buf);
 }
 
+/* The skinny wgmma GEMM (k_skinny.cu) on a bf16 x: against the double product of the same bf16 values,
+ * 1e-4 (only the fp32 accumulation order differs); every split, n_tok 1, 5, 8, 9, 16 (both wgmma
+ * widths, zero-filled token rows), odd n_out (a partial row tile), n_in not a multiple of the
+ * 128-column stage (zero-filled k), accumulate, each ring configuration and flag; then cuk_matmul with AIINFRA_SKINNY=1 on an f32 x
+ * (rounded to bf16 inside: 1e-2, as cuBLASLt) and the argument checks. */
+static void test_skinny(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x5C1A;
+    static const int64_t shapes[][2] = {{37, 64}, {200, 1000}, {2053, 512}, {4096, 4096}, {130, 14336}};
+    static const int toks[] = {1, 5, 8, 9, 16};
+    static const int runs[][3] = {/* split, ring configuration, flags */
+                                  {0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {4, 0, 0}, {8, 0, CUK_SKINNY_EARLY},
+                                  {0, 1, CUK_SKINNY_EVICT}, {0, 2, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT}, {2, 3, 0},
+                                  {8, 4, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT}};
+    ai_err err;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int64_t n_out = shapes[si][0], n_in = shapes[si][1];
+        test_weight tw;
+        weight_make(&tw, DTYPE_BF16, n_out, n_in, &rng);
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+            const int n = toks[k];
+            const size_t nx = (size_t)n * (size_t)n_in, ny = (size_t)n * (size_t)n_out;
+            float *x = malloc(nx * sizeof(float)), *y0 = malloc(ny * sizeof(float)), *y = malloc(ny * sizeof(float));
+            uint16_t *xb = malloc(nx * sizeof(uint16_t));
+            double *ref = malloc(ny * sizeof(double));
+            assert_true(x && y0 && y && xb && ref);
+            cuda_test_fill(x, nx, &rng, 1.0f);
+            for (int t = 0; t < n; t++) { /* x rounded to bf16: the kernel's input and the reference's */
+                assert_int_equal(dtype_quantize_row(DTYPE_BF16, x + (size_t)t * n_in, xb + (size_t)t * n_in, n_in, &err), AI_OK);
+                assert_int_equal(dtype_dequantize_row(DTYPE_BF16, xb + (size_t)t * n_in, x + (size_t)t * n_in, n_in, &err), AI_OK);
+            }
+            reference(&tw, x, n, ref);
+            void *dx = cuda_test_dup(xb, nx * sizeof(uint16_t));
+            cuda_test_fill(y0, ny, &rng, 1.0f);
+            for (size_t ri = 0; ri < sizeof runs / sizeof *runs; ri++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const int *r = runs[ri];
+                    float *dy = cuda_test_dup(acc ? y0 : NULL, ny * sizeof(float)); /* else poisoned */
+                    if (cuk_skinny_bf16_cfg(NULL, &tw.w, dx, n, dy, acc, r[0], r[1], r[2], &err) != AI_OK)
+                        fail_msg("%s", err.msg);
+                    CUDA_OK(cudaDeviceSynchronize());
+                    cuda_test_get(y, dy, ny * sizeof(float));
+                    if (acc)
+                        for (size_t i = 0; i < ny; i++) y[i] -= y0[i];
+                    const double e = cuda_test_rel_err(y, ref, ny);
+                    if (!(e <= 1e-4))
+                        fail_msg("skinny %lldx%lld n_tok %d split %d cfg %d flags %d acc %d: rel err %.3g",
+                                 (long long)n_out, (long long)n_in, n, r[0], r[1], r[2], acc, e);
+                    cudaFree(dy);
+                }
+            cudaFree(dx);
+            free(x); free(y0); free(y); free(xb); free(ref);
+        }
+        weight_free(&tw);
+    }
+    /* through cuk_matmul (the prologue rounds an f32 x to bf16 in the work area) */
+    setenv("AIINFRA_SKINNY", "1", 1);
+    cuk_gemm *g = NULL;
+    assert_int_equal(cuk_gemm_init(&g, &err), AI_OK);
+    unsetenv("AIINFRA_SKINNY");
+    test_weight tw;
+    weight_make(&tw, DTYPE_BF16, 1031, 2048, &rng);
+    for (int n = 1; n <= CUK_GEMV_MAX_TOK; n += 7) {
+        const double e = run_case(&tw, n, g, 0, &rng);
+        if (!(e <= 1e-2)) fail_msg("cuk_matmul with AIINFRA_SKINNY=1, n_tok %d: rel err %.3g", n, e);
+    }
+    weight_free(&tw);
+    cuk_gemm_free(g);
+    float *buf = cuda_test_dup(NULL, 4096 * sizeof(float));
+    const cuk_weight w = {.type = DTYPE_BF16, .n_out = 8, .n_in = 60, .data = buf};
+    assert_int_equal(cuk_skinny_bf16(NULL, &w, buf, 4, buf + 1024, 0, 0, &err), AI_ERR_INVALID); /* n_in % 8 */
+    const cuk_weight w2 = {.type = DTYPE_BF16, .n_out = 8, .n_in = 64, .data = buf};
+    assert_int_equal(cuk_skinny_bf16(NULL, &w2, buf, 4, buf + 1024, 0, 3, &err), AI_ERR_INVALID);
+    assert_int_equal(cuk_skinny_bf16(NULL, &w2, buf, 17, buf + 1024, 0, 0, &err), AI_ERR_INVALID);
+    cudaFree(buf);
+    assert_int_equal(cuk_skinny_split_pick(4096, 4096), 1);
+    assert_int_equal(cuk_skinny_split_pick(1024, 4096), 4); /* 16 tiles */
+    assert_int_equal(cuk_skinny_split_pick(28672, 4096), 1);
+    assert_int_equal(cuk_skinny_split_pick(4096, 100), 1); /* one k block: no split */
+}
+
 static void test_fill_random(void **state)
 {
     (void)state;
@@ -788,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_matmul_fused),
         cmocka_unit_test(test_matmul_tuned),
         cmocka_unit_test(test_gemv_mma_splits),
+        cmocka_unit_test(test_skinny),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

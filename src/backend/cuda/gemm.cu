@@ -44,6 +44,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/k_gemv.h"
 #include "backend/cuda/cuk_launch.h"
 
 namespace {
@@ -244,6 +245,8 @@ struct cuk_gemm {
     int evict;
     int tune; /* cuk_gemm_tuning: new decode-sized plans are timed (plan_tune) */
     int lt_min_tok16; /* cuk_matmul_lt_min_tok of bf16 / f16 weights, read once (the per-call route) */
+    int skinny;       /* AIINFRA_SKINNY=1: bf16 weights at <= 16 tokens run k_skinny.cu, not cuBLASLt */
+    int skinny_cfg, skinny_flags; /* AIINFRA_SKINNY_CFG, AIINFRA_SKINNY_FLAGS (k_gemv.h), for A/B runs */
 };
 
 #define LT_TRY(err, call, what)                                                                            \
@@ -393,6 +396,11 @@ extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
         return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemm_init: cublasLtCreate failed (status %d)", (int)st);
     }
     g->lt_min_tok16 = cuk_matmul_lt_min_tok(NULL, DTYPE_BF16);
+    const char *sk = getenv("AIINFRA_SKINNY");
+    g->skinny = sk && *sk == '1';
+    const char *sc = getenv("AIINFRA_SKINNY_CFG"), *sf = getenv("AIINFRA_SKINNY_FLAGS");
+    g->skinny_cfg = sc && *sc ? atoi(sc) : 0;
+    g->skinny_flags = sf && *sf ? atoi(sf) : 0;
     *out = g;
     return AI_OK;
 }
@@ -479,6 +487,9 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
     }
     const float alpha = 1.0f, beta = o && o->accumulate ? 1.0f : 0.0f; /* C = D = y */
+    if (t == DTYPE_BF16 && g->skinny && n_tok <= CUK_GEMV_MAX_TOK && w->n_in % 8 == 0)
+        return cuk_skinny_bf16_cfg(s, w, b, (int32_t)n_tok, y, o && o->accumulate, 0, g->skinny_cfg, g->skinny_flags,
+                                   err);
     if (!is_quant(t)) {
         plan *p;
         ai_status st = plan_get(g, t, w->n_out, n_tok, w->n_in, w->n_out, &p, err);

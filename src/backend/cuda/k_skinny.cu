@@ -1,0 +1,283 @@
+/* k_skinny.cu - y (n_tok, n_out) f32 = x (n_tok, n_in) bf16 . W^T for 1..16 tokens, bf16 weights, on
+ * Hopper's asynchronous tensor cores (wgmma) with the weights streamed by TMA. Status: tested
+ * (test_cuda_gemv test_skinny, compute-sanitizer clean) and timed on an H100; opt-in (AIINFRA_SKINNY=1)
+ * until it beats cuBLASLt in the whole decode step (docs/gpu.md, "The skinny wgmma GEMM").
+ *
+ * Why: at 5-16 tokens per step our CUDA-core / mma.sync GEMVs (k_gemv.cu, k_gemv_mma.cu) keep their
+ * weight bytes in flight in registers, U loads per thread, and leave HBM at 0.50-0.85 of copy; cuBLASLt
+ * reaches 0.86-0.91 from 8 tokens. Here the bytes in flight are shared-memory stages filled by TMA,
+ * independent of registers, and the tensor cores read both operands from shared memory.
+ *
+ * "Swap A and B": the GEMM is computed as D (64 weight rows x NT tokens) = W_tile (64 x k) . x^T
+ * (k x NT), so that the weights are wgmma's A operand (M = 64, K-major: rows of W are contiguous in k)
+ * and the 1-16 tokens its narrow N side (m64n8k16 or m64n16k16; x rows are K-major too, trans-b 0).
+ * Rows of x past n_tok and columns past n_in come from TMA's zero fill, so any n_tok <= NT and any
+ * n_in % 8 == 0 work (the tensor map's row stride must be a multiple of 16 bytes).
+ *
+ * A CTA (one warpgroup, 128 threads) owns 64 rows and a range of k blocks (KS = 64 NB columns each):
+ *  - stage = NB boxes of W (64 rows x 64 columns, 8 KB each, 128-byte swizzle) + NB boxes of x (NT
+ *    rows x 64 columns); ST stages (kCfgs); thread 0 keeps every free stage loading (one mbarrier per
+ *    stage, expect_tx = the stage's bytes, the zero-filled parts included). More boxes per stage means
+ *    longer runs of each weight row per request, which HBM serves better (measured: 4 boxes beat 2);
+ *  - per stage 4 NB wgmmas (k16 steps: box kk / 4 at byte 32 (kk % 4) of each 128-byte row, as in the
+ *    GEMM ladder's kernels), commit, wait, then a CTA barrier before thread 0 refills the stage;
+ *  - split-K: a matrix with few row tiles (4096 rows: 64 tiles for 132 SMs) spreads each tile's k
+ *    blocks over a cluster of S CTAs; their 64 x NT partials meet through distributed shared memory
+ *    and output i is finished by rank i % S, adding the S partials in rank order (deterministic).
+ * Output: thread (warp w, lane l) holds D rows 16w + l/4 (+ 8), token columns 8j + 2(l % 4) (+ 1), i.e.
+ * y[token][row0 + row]; written (or added to y: accumulate) for token < n_tok, row < n_out.
+ * Launched with PDL (cuk_launch_cluster); x and y wait for the previous kernel, and with
+ * CUK_SKINNY_EARLY the first stages' weight boxes are requested before that wait.
+ */
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/k_gemv.h"
+#include "kernels/gemm/gemm_hopper.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kRows = 64;   /* weight rows per CTA: wgmma's M */
+constexpr int kThreads = 128;
+
+/* Tuning configurations (cuk_skinny_bf16_cfg): 64-column boxes per stage x stages in the ring. */
+struct RingCfg { int boxes, stages; };
+constexpr RingCfg kCfgs[CUK_SKINNY_CFGS] = {{2, 4}, {4, 3}, {8, 2}, {6, 3}, {4, 4}};
+
+template <int NT, int NB, int ST> struct Cfg {
+    static constexpr int W_BOX = kRows * 128; /* bytes of one W box */
+    static constexpr int X_BOX = NT * 128;    /* bytes of one x box */
+    static constexpr int STAGE = NB * (W_BOX + X_BOX);
+    static constexpr int SMEM = ST * STAGE + 1024; /* + the 1024-byte alignment of the base */
+};
+
+/* d (64 x NT fp32, NT / 2 per thread) += A (64 x 16, K-major) . B (16 x NT, K-major). */
+template <int NT> __device__ __forceinline__ void wg_mma(float *d, uint64_t a, uint64_t b);
+template <> __device__ __forceinline__ void wg_mma<8>(float *d, uint64_t a, uint64_t b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(a), "l"(b));
+}
+template <> __device__ __forceinline__ void wg_mma<16>(float *d, uint64_t a, uint64_t b)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
+                 "1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b));
+}
+
+/* TMA load of a weight box with an L2 evict-first policy: each weight byte is read once per step. */
+__device__ __forceinline__ void tma_load_once(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *bar,
+                                              uint64_t pol)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(sm(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(sm(bar)), "l"(pol)
+                 : "memory");
+}
+
+/* One finished value of D: y[token][row] (= or +=). */
+__device__ __forceinline__ void put(float *y, int n_out, int n_tok, int acc, int row, int tok, float v)
+{
+    if (tok >= n_tok || row >= n_out) return;
+    float *p = y + (size_t)tok * n_out + row;
+    *p = acc ? *p + v : v;
+}
+
+/* flags: CUK_SKINNY_EARLY (weights of the first stages requested before the PDL wait),
+ * CUK_SKINNY_EVICT (weights loaded evict-first). */
+template <int NT, int S, int NB, int ST>
+__global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ CUtensorMap tw,
+                                                         const __grid_constant__ CUtensorMap tx, float *__restrict__ y,
+                                                         int n_out, int n_in, int n_tok, int acc, int flags)
+{
+    using C = Cfg<NT, NB, ST>;
+    constexpr int KS = 64 * NB; /* columns per stage */
+    extern __shared__ unsigned char raw[];
+    unsigned char *sb = smem_base(raw);
+    __shared__ __align__(8) uint64_t full[ST];
+    const int tid = threadIdx.x;
+    const int rank = S > 1 ? (int)cg::this_cluster().block_rank() : 0;
+    const int row0 = (int)(blockIdx.x / S) * kRows;
+    const int nkb = (n_in + KS - 1) / KS, per = (nkb + S - 1) / S;
+    const int kb0 = rank * per, nloc = max(0, min(nkb, kb0 + per) - kb0);
+    uint64_t pol = 0;
+    if (flags & CUK_SKINNY_EVICT) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    auto issue_w = [&](int i) { /* local k block i's weight boxes into stage i % ST */
+        const int st = i % ST;
+        unsigned char *sp = sb + st * C::STAGE;
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int k = (kb0 + i) * KS + b * 64;
+            if (flags & CUK_SKINNY_EVICT) tma_load_once(sp + b * C::W_BOX, &tw, k, row0, &full[st], pol);
+            else tma_load(sp + b * C::W_BOX, &tw, k, row0, &full[st]);
+        }
+    };
+    auto issue_x = [&](int i) {
+        const int st = i % ST;
+        unsigned char *sp = sb + st * C::STAGE + NB * C::W_BOX;
+#pragma unroll
+        for (int b = 0; b < NB; b++) tma_load(sp + b * C::X_BOX, &tx, (kb0 + i) * KS + b * 64, 0, &full[st]);
+    };
+    const int early = flags & CUK_SKINNY_EARLY;
+    if (tid == 0) {
+        asm volatile("prefetch.tensormap [%0];\nprefetch.tensormap [%1];\n" ::"l"((uint64_t)&tw), "l"((uint64_t)&tx)
+                     : "memory");
+        for (int s = 0; s < ST; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+        if (early) /* the weights are never written by a kernel: safe before the wait */
+            for (int i = 0; i < ST && i < nloc; i++) {
+                mbar_expect_tx(&full[i], C::STAGE);
+                issue_w(i);
+            }
+    }
+    __syncthreads();
+    cuk_pdl_wait(); /* x is the previous kernel's output; y may still be read by it */
+    if (tid == 0)
+        for (int i = 0; i < ST && i < nloc; i++) {
+            if (!early) {
+                mbar_expect_tx(&full[i], C::STAGE);
+                issue_w(i);
+            }
+            issue_x(i);
+        }
+
+    float d[NT / 2];
+#pragma unroll
+    for (int j = 0; j < NT / 2; j++) d[j] = 0.0f;
+    for (int i = 0; i < nloc; i++) {
+        const int st = i % ST;
+        mbar_wait(&full[st], (unsigned)(i / ST) & 1u);
+        const uint32_t a = sm(sb + st * C::STAGE), b = a + NB * C::W_BOX;
+        const uint64_t ad = gdesc(a, 16, 1024), bd = gdesc(b, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KS / 16; kk++)
+            wg_mma<NT>(d, ad + (uint64_t)((((kk >> 2) * C::W_BOX) + (kk & 3) * 32) >> 4),
+                       bd + (uint64_t)((((kk >> 2) * C::X_BOX) + (kk & 3) * 32) >> 4));
+        wgmma_commit();
+        wgmma_wait<0>();
+        __syncthreads(); /* every warp's wgmmas have read the stage */
+        if (tid == 0 && i + ST < nloc) {
+            mbar_expect_tx(&full[st], C::STAGE);
+            issue_w(i + ST);
+            issue_x(i + ST);
+        }
+    }
+
+    const int w = tid >> 5, lane = tid & 31, r = 16 * w + (lane >> 2), c = 2 * (lane & 3);
+    if constexpr (S == 1) {
+#pragma unroll
+        for (int j = 0; j < NT / 8; j++) {
+            put(y, n_out, n_tok, acc, row0 + r, 8 * j + c, d[4 * j]);
+            put(y, n_out, n_tok, acc, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
+            put(y, n_out, n_tok, acc, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
+            put(y, n_out, n_tok, acc, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
+        }
+    } else {
+        __shared__ float red[kRows][NT];
+#pragma unroll
+        for (int j = 0; j < NT / 8; j++) {
+            red[r][8 * j + c] = d[4 * j];
+            red[r][8 * j + c + 1] = d[4 * j + 1];
+            red[r + 8][8 * j + c] = d[4 * j + 2];
+            red[r + 8][8 * j + c + 1] = d[4 * j + 3];
+        }
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); /* every CTA's partial written and visible cluster-wide */
+        for (int i = rank + S * tid; i < kRows * NT; i += S * kThreads) {
+            const int rr = i / NT, tt = i % NT;
+            float v = 0.0f;
+#pragma unroll
+            for (int k = 0; k < S; k++) v += *cl.map_shared_rank(&red[rr][tt], k);
+            put(y, n_out, n_tok, acc, row0 + rr, tt, v);
+        }
+        cl.sync(); /* no CTA exits while a peer still reads its shared memory */
+    }
+}
+
+struct Args {
+    const CUtensorMap *mw, *mx;
+    float *y;
+    int n_out, n_in, n_tok, acc, flags;
+};
+
+template <int NT, int S, int NB, int ST> cudaError_t launch(cudaStream_t s, const Args &a)
+{
+    auto kern = k_skinny<NT, S, NB, ST>;
+    constexpr int smem = Cfg<NT, NB, ST>::SMEM;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    const unsigned tiles = (unsigned)((a.n_out + kRows - 1) / kRows);
+    return cuk_launch_cluster(kern, dim3(tiles * S), dim3(kThreads), (size_t)smem, s, (unsigned)S, *a.mw, *a.mx, a.y,
+                              a.n_out, a.n_in, a.n_tok, a.acc, a.flags);
+}
+
+template <int NT, int NB, int ST> cudaError_t launch_split(cudaStream_t s, const Args &a, int split)
+{
+    if (split == 8) return launch<NT, 8, NB, ST>(s, a);
+    if (split == 4) return launch<NT, 4, NB, ST>(s, a);
+    if (split == 2) return launch<NT, 2, NB, ST>(s, a);
+    return launch<NT, 1, NB, ST>(s, a);
+}
+
+template <int NT> cudaError_t launch_cfg(cudaStream_t s, const Args &a, int split, int cfg)
+{
+    switch (cfg) {
+    case 1: return launch_split<NT, kCfgs[1].boxes, kCfgs[1].stages>(s, a, split);
+    case 2: return launch_split<NT, kCfgs[2].boxes, kCfgs[2].stages>(s, a, split);
+    case 3: return launch_split<NT, kCfgs[3].boxes, kCfgs[3].stages>(s, a, split);
+    case 4: return launch_split<NT, kCfgs[4].boxes, kCfgs[4].stages>(s, a, split);
+    default: return launch_split<NT, kCfgs[0].boxes, kCfgs[0].stages>(s, a, split);
+    }
+}
+
+} // namespace
+
+/* Measured (H100, docs/gpu.md): a cluster split only pays where there are too few row tiles to keep
+ * most SMs streaming; from 48 tiles (3072 rows) one CTA per tile is fastest, even with 64 tiles on 132
+ * SMs. Below that, split so that about 64 CTAs run, never into more parts than there are k blocks. */
+extern "C" int cuk_skinny_split_pick(int64_t n_out, int64_t n_in)
+{
+    const int64_t tiles = (n_out + kRows - 1) / kRows, nkb = (n_in + 64 * kCfgs[0].boxes - 1) / (64 * kCfgs[0].boxes);
+    int split = 1;
+    while (split < 8 && tiles * split < 64 && tiles < 48 && 2 * split <= nkb) split *= 2;
+    return split;
+}
+
+extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y,
+                                         int accumulate, int split, int cfg, int flags, ai_err *err)
+{
+    if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
+        w->n_in < 8 || w->n_in % 8 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
+        (uintptr_t)x % 16 || cfg < 0 || cfg >= CUK_SKINNY_CFGS)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_skinny_bf16: bad arguments");
+    if (split == 0) split = cuk_skinny_split_pick(w->n_out, w->n_in);
+    if (split != 1 && split != 2 && split != 4 && split != 8)
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_skinny_bf16: split %d (1, 2, 4 or 8)", split);
+    const int nt = n_tok <= 8 ? 8 : 16;
+    CUtensorMap mw, mx;
+    cudaError_t e = tmap_2d(&mw, w->data, (int)w->n_out, (int)w->n_in, kRows);
+    if (e == cudaSuccess) e = tmap_2d(&mx, x, n_tok, (int)w->n_in, nt);
+    CUK_TRY(err, e, "cuk_skinny_bf16: tensor maps");
+    const Args a = {&mw, &mx, y, (int)w->n_out, (int)w->n_in, n_tok, accumulate != 0, flags};
+    e = nt == 8 ? launch_cfg<8>((cudaStream_t)s, a, split, cfg) : launch_cfg<16>((cudaStream_t)s, a, split, cfg);
+    CUK_TRY(err, e, "cuk_skinny_bf16 (launch)");
+    CUK_LAUNCHED(err, "cuk_skinny_bf16");
+    return AI_OK;
+}
+
+extern "C" ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y,
+                                     int accumulate, int split, ai_err *err)
+{
+    return cuk_skinny_bf16_cfg(s, w, x, n_tok, y, accumulate, split, 0, 0, err);
+}
