@@ -362,8 +362,8 @@ static const struct { const char *name; int64_t n_out, n_in; } step_mats[] = {
 
 /* `bench_cuda_gemv R skinny`: the skinny wgmma GEMM (k_skinny.cu, through cuk_matmul_lt with
  * AIINFRA_SKINNY=1) against cuBLASLt (the same call without) and our GEMV, on the Llama-3-8B matrices at
- * n_tok 1-16: us per call and TB/s of weight bytes (both cuk_matmul_lt rows include the f32 ->
- * bf16 rounding of x). */
+ * n_tok 1-16: us per call and TB/s of weight bytes (cuBLASLt's row includes the kernel that rounds
+ * x to bf16; the skinny GEMM rounds its f32 x itself). */
 static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
 {
     static const int toks[] = {1, 4, 5, 8, 12, 16};
@@ -389,8 +389,8 @@ static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
 }
 
 /* `bench_cuda_gemv R skinnycfg`: k_skinny.cu's ring configurations (boxes per stage x stages) by
- * split-K cluster size and CUK_SKINNY_* flags, x already bf16 (no rounding kernel), TB/s of weight
- * bytes and % of copy. */
+ * split-K cluster size and CUK_SKINNY_* flags (f32 x, rounded inside), TB/s of weight bytes and % of
+ * copy. */
 static void bench_skinny_cfg(cudaStream_t s, int reps, double copy)
 {
     static const int toks[] = {1, 4, 8, 16};
@@ -403,9 +403,9 @@ static void bench_skinny_cfg(cudaStream_t s, int reps, double copy)
     for (size_t si = 0; si < sizeof step_mats / sizeof *step_mats; si++) {
         int copies;
         cuk_weight *w = weights_alloc(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, &copies);
-        cuk_weight xw = {.type = DTYPE_BF16, .n_out = 16, .n_in = step_mats[si].n_in};
+        cuk_weight xw = {.type = DTYPE_F32, .n_out = 16, .n_in = step_mats[si].n_in};
         float *y;
-        CK(cudaMalloc(&xw.data, (size_t)16 * step_mats[si].n_in * 2));
+        CK(cudaMalloc(&xw.data, (size_t)16 * step_mats[si].n_in * sizeof(float)));
         CK(cudaMalloc((void **)&y, (size_t)16 * step_mats[si].n_out * sizeof(float)));
         AI(cuk_weight_fill_random(s, &xw, 7, 1.0f, &err));
         const double bytes = (double)cuk_weight_bytes(DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in);

@@ -430,11 +430,12 @@ static void test_matmul_gemm(void **state)
                 }
             }
             /* n_tok <= 16 through cuk_matmul is the GEMV (no work needed), except 16-bit float weights
-             * from cuk_matmul_lt_min_tok tokens on (cuBLASLt, bf16/f16 x) */
+             * from cuk_matmul_lt_min_tok tokens on (cuBLASLt on an f16 x; bf16: the skinny GEMM) */
             const bool lt16 = t == DTYPE_BF16 || t == DTYPE_F16;
-            assert_int_equal(cuk_matmul_lt_min_tok(g, t), lt16 ? CUK_LT_MIN_TOK : CUK_GEMV_MAX_TOK + 1);
+            const int from = t == DTYPE_BF16 && CUK_SKINNY_DEFAULT ? CUK_SKINNY_MIN_TOK : CUK_LT_MIN_TOK;
+            assert_int_equal(cuk_matmul_lt_min_tok(g, t), lt16 ? from : CUK_GEMV_MAX_TOK + 1);
             for (int n = 1; n <= CUK_GEMV_MAX_TOK; n++)
-                assert_int_equal(cuk_matmul_runs_gemv(g, &tw.w, n), !lt16 || n < CUK_LT_MIN_TOK);
+                assert_int_equal(cuk_matmul_runs_gemv(g, &tw.w, n), !lt16 || n < from);
             assert_int_equal(cuk_matmul_work_size(&tw.w, 16) == 0, cuk_matmul_runs_gemv(g, &tw.w, 16));
             const double e = run_case(&tw, 5, g, 0, &rng);
             /* quantized: dp4a, int8 x */
@@ -724,11 +725,13 @@ static void test_gemv_mma_splits(void **state)
     cudaFree(buf);
 }
 
-/* The skinny wgmma GEMM (k_skinny.cu) on a bf16 x: against the double product of the same bf16 values,
+/* The skinny wgmma GEMM (k_skinny.cu) on an f32 x that holds bf16 values (the kernel's rounding is then
+ * exact): against the double product of the same values,
  * 1e-4 (only the fp32 accumulation order differs); every split, n_tok 1, 5, 8, 9, 16 (both wgmma
  * widths, zero-filled token rows), odd n_out (a partial row tile), n_in not a multiple of the
- * 128-column stage (zero-filled k), accumulate, each ring configuration and flag; then cuk_matmul with AIINFRA_SKINNY=1 on an f32 x
- * (rounded to bf16 inside: 1e-2, as cuBLASLt) and the argument checks. */
+ * 128-column stage (zero-filled k), accumulate, each ring configuration and flag; then cuk_matmul with
+ * AIINFRA_SKINNY=1 on any f32 x (rounded inside: 1e-2, as cuBLASLt), plain, with the norm and SwiGLU
+ * prologues and the accumulating epilogue; and the argument checks. */
 static void test_skinny(void **state)
 {
     (void)state;
@@ -737,7 +740,8 @@ static void test_skinny(void **state)
     static const int64_t shapes[][2] = {{37, 64}, {200, 1000}, {2053, 512}, {4096, 4096}, {130, 14336}};
     static const int toks[] = {1, 5, 8, 9, 16};
     static const int runs[][3] = {/* split, ring configuration, flags */
-                                  {0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {4, 0, 0}, {8, 0, CUK_SKINNY_EARLY},
+                                  {0, 0, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT}, {1, 0, 0}, {2, 0, 0}, {4, 0, 0},
+                                  {8, 0, CUK_SKINNY_EARLY},
                                   {0, 1, CUK_SKINNY_EVICT}, {0, 2, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT}, {2, 3, 0},
                                   {8, 4, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT}};
     ai_err err;
@@ -758,7 +762,7 @@ static void test_skinny(void **state)
                 assert_int_equal(dtype_dequantize_row(DTYPE_BF16, xb + (size_t)t * n_in, x + (size_t)t * n_in, n_in, &err), AI_OK);
             }
             reference(&tw, x, n, ref);
-            void *dx = cuda_test_dup(xb, nx * sizeof(uint16_t));
+            float *dx = cuda_test_dup(x, nx * sizeof(float));
             cuda_test_fill(y0, ny, &rng, 1.0f);
             for (size_t ri = 0; ri < sizeof runs / sizeof *runs; ri++)
                 for (int acc = 0; acc < 2; acc++) {
@@ -781,17 +785,23 @@ static void test_skinny(void **state)
         }
         weight_free(&tw);
     }
-    /* through cuk_matmul (the prologue rounds an f32 x to bf16 in the work area) */
+    /* through cuk_matmul (x not bf16-representable: the kernel's rounding, 1e-2 as cuBLASLt) */
     setenv("AIINFRA_SKINNY", "1", 1);
+    setenv("AIINFRA_LT_MIN_TOK", "1", 1); /* every n_tok through matmul_lt */
     cuk_gemm *g = NULL;
     assert_int_equal(cuk_gemm_init(&g, &err), AI_OK);
     unsetenv("AIINFRA_SKINNY");
     test_weight tw;
     weight_make(&tw, DTYPE_BF16, 1031, 2048, &rng);
     for (int n = 1; n <= CUK_GEMV_MAX_TOK; n += 7) {
+        assert_false(cuk_matmul_runs_gemv(g, &tw.w, n));
         const double e = run_case(&tw, n, g, 0, &rng);
         if (!(e <= 1e-2)) fail_msg("cuk_matmul with AIINFRA_SKINNY=1, n_tok %d: rel err %.3g", n, e);
+        /* the prologues (f32 into the work area, then the skinny GEMM) and the accumulating epilogue */
+        check_fused(&tw, n, F_NORM, -1, g, &rng);
+        check_fused(&tw, n, F_SWIGLU | F_ACC, -1, g, &rng);
     }
+    unsetenv("AIINFRA_LT_MIN_TOK"); /* read by cuk_matmul_work_size too */
     weight_free(&tw);
     cuk_gemm_free(g);
     float *buf = cuda_test_dup(NULL, 4096 * sizeof(float));

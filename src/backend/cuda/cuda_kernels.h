@@ -130,8 +130,14 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
  * this weight and n_tok runs the GEMV. Why from 5 (where cuk_gemv would switch to its tensor-core
  * kernel, CUK_GEMV_MMA_MIN_TOK): Llama-3-8B bf16 steps, one H100 call (2026-12-06), our GEMV ->
  * cuBLASLt with the runner's fused 16-bit prologue: batch 8 7.160 / 7.178 -> 6.651 / 6.651 ms, batch 16
- * 8.680 / 8.687 -> 6.936 / 7.005 (docs/gpu.md). */
+ * 8.680 / 8.687 -> 6.936 / 7.005 (docs/gpu.md). With the skinny wgmma GEMM on (k_skinny.cu; AIINFRA_SKINNY
+ * = 1 / 0, else CUK_SKINNY_DEFAULT) bf16 weights run it from CUK_SKINNY_MIN_TOK tokens instead: H100,
+ * 2026-12-06, batch 4 5.985 -> 5.729 ms against our GEMV, batch 1 5.485 -> 5.544 (so not there), batch
+ * 5 / 8 4-5% faster than cuBLASLt, 12 / 16 even. Off by default until test_skinny has passed on a GPU
+ * with the kernel's current x path (docs/gpu.md). */
 #define CUK_LT_MIN_TOK 5
+#define CUK_SKINNY_MIN_TOK 4
+#define CUK_SKINNY_DEFAULT 0
 int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t);
 bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);

@@ -244,8 +244,8 @@ struct cuk_gemm {
     plan plans[kPlans];
     int evict;
     int tune; /* cuk_gemm_tuning: new decode-sized plans are timed (plan_tune) */
-    int lt_min_tok16; /* cuk_matmul_lt_min_tok of bf16 / f16 weights, read once (the per-call route) */
-    int skinny;       /* AIINFRA_SKINNY=1: bf16 weights at <= 16 tokens run k_skinny.cu, not cuBLASLt */
+    int lt_min_tok16, lt_min_bf16; /* cuk_matmul_lt_min_tok of f16 / bf16 weights, read once (the per-call route) */
+    int skinny;       /* bf16 weights at <= 16 tokens run k_skinny.cu, not cuBLASLt (skinny_on) */
     int skinny_cfg, skinny_flags; /* AIINFRA_SKINNY_CFG, AIINFRA_SKINNY_FLAGS (k_gemv.h), for A/B runs */
 };
 
@@ -385,6 +385,14 @@ extern "C" void cuk_gemm_tuning(cuk_gemm *g, int on)
     if (g) g->tune = on && !(getenv("AIINFRA_GEMM_TUNE") && !strcmp(getenv("AIINFRA_GEMM_TUNE"), "0"));
 }
 
+/* The skinny GEMM for bf16 weights at CUK_SKINNY_MIN_TOK-16 tokens: AIINFRA_SKINNY=1 / 0, else
+ * CUK_SKINNY_DEFAULT. */
+static bool skinny_on(void)
+{
+    const char *sk = getenv("AIINFRA_SKINNY");
+    return sk && *sk ? *sk == '1' : CUK_SKINNY_DEFAULT;
+}
+
 extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
 {
     *out = NULL;
@@ -395,12 +403,12 @@ extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
         free(g);
         return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemm_init: cublasLtCreate failed (status %d)", (int)st);
     }
-    g->lt_min_tok16 = cuk_matmul_lt_min_tok(NULL, DTYPE_BF16);
-    const char *sk = getenv("AIINFRA_SKINNY");
-    g->skinny = sk && *sk == '1';
+    g->lt_min_tok16 = cuk_matmul_lt_min_tok(NULL, DTYPE_F16);
+    g->lt_min_bf16 = cuk_matmul_lt_min_tok(NULL, DTYPE_BF16);
+    g->skinny = skinny_on();
     const char *sc = getenv("AIINFRA_SKINNY_CFG"), *sf = getenv("AIINFRA_SKINNY_FLAGS");
     g->skinny_cfg = sc && *sc ? atoi(sc) : 0;
-    g->skinny_flags = sf && *sf ? atoi(sf) : 0;
+    g->skinny_flags = sf && *sf ? atoi(sf) : CUK_SKINNY_EARLY | CUK_SKINNY_EVICT;
     *out = g;
     return AI_OK;
 }
@@ -418,17 +426,21 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     if (!w || max_tok < 1 || w->n_in < 1 || w->n_out < 1) return 0;
     size_t n = kLtWork;
     if (is_quant(w->type)) n += align256((size_t)tile_rows(w) * (size_t)w->n_in * 2);
-    if (w->type != DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 2);
-    else n += align256((size_t)max_tok * (size_t)w->n_in * 4); /* f32 weights: the fused prologue's input */
+    /* the GEMM's input: 16-bit x, or f32 for f32 weights and for the skinny GEMM's prologue (<= 16 tokens) */
+    const size_t x16 = (size_t)max_tok * (size_t)w->n_in * 2,
+                 x32 = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK) * (size_t)w->n_in * 4;
+    if (w->type == DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 4);
+    else n += align256(w->type == DTYPE_BF16 && x32 > x16 ? x32 : x16);
     return n;
 }
 
 extern "C" int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t)
 {
     if (t != DTYPE_BF16 && t != DTYPE_F16) return CUK_GEMV_MAX_TOK + 1;
-    if (g) return g->lt_min_tok16;
+    if (g) return t == DTYPE_BF16 ? g->lt_min_bf16 : g->lt_min_tok16;
     const char *e = getenv("AIINFRA_LT_MIN_TOK");
-    return e && *e ? atoi(e) : CUK_LT_MIN_TOK;
+    if (e && *e) return atoi(e);
+    return t == DTYPE_BF16 && skinny_on() ? CUK_SKINNY_MIN_TOK : CUK_LT_MIN_TOK;
 }
 
 extern "C" bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok)
@@ -467,6 +479,18 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     const size_t nx = (size_t)n_tok * (size_t)w->n_in;
     const bool pro = o && (o->norm_w || o->swiglu_in);
     const void *b = xh; /* the GEMM's input (invariant 1) */
+    if (t == DTYPE_BF16 && g->skinny && n_tok <= CUK_GEMV_MAX_TOK && w->n_in % 8 == 0) {
+        /* k_skinny.cu rounds an f32 x to bf16 itself; a prologue writes its f32 result into the work */
+        const float *xs = x;
+        if (pro) {
+            ai_status st = o->norm_w ? cuk_rmsnorm(s, (float *)xh, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
+                                     : cuk_swiglu_rows(s, (float *)xh, x, (int32_t)n_tok, (int32_t)w->n_in, err);
+            if (st != AI_OK) return st;
+            xs = (const float *)xh;
+        }
+        return cuk_skinny_bf16_cfg(s, w, xs, (int32_t)n_tok, y, o && o->accumulate, 0, g->skinny_cfg, g->skinny_flags,
+                                   err);
+    }
     if (t == DTYPE_F32) {
         b = x;
         if (pro) { /* the prologue into the f32 part */
@@ -487,9 +511,6 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
         CUK_LAUNCHED(err, "cuk_matmul: k_round_x");
     }
     const float alpha = 1.0f, beta = o && o->accumulate ? 1.0f : 0.0f; /* C = D = y */
-    if (t == DTYPE_BF16 && g->skinny && n_tok <= CUK_GEMV_MAX_TOK && w->n_in % 8 == 0)
-        return cuk_skinny_bf16_cfg(s, w, b, (int32_t)n_tok, y, o && o->accumulate, 0, g->skinny_cfg, g->skinny_flags,
-                                   err);
     if (!is_quant(t)) {
         plan *p;
         ai_status st = plan_get(g, t, w->n_out, n_tok, w->n_in, w->n_out, &p, err);

@@ -15,11 +15,12 @@ ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, fl
                            ai_err *err);
 
 /* The bf16 skinny GEMM on wgmma + TMA (k_skinny.cu): y (n_tok, n_out) = (or += with accumulate)
- * x (n_tok, n_in) bf16 . W^T, 1 <= n_tok <= 16; split: CTAs per cluster sharing a row tile's k
- * blocks (1, 2, 4, 8; 0 = cuk_skinny_split_pick). Weights and x 16-byte aligned, n_in % 8 == 0.
- * cuk_matmul runs it in place of cuBLASLt for bf16 weights at <= 16 tokens only when
- * AIINFRA_SKINNY=1 at cuk_gemm_init (docs/gpu.md: not yet faster in the whole step). */
-ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y, int accumulate,
+ * bf16(x) (n_tok, n_in) . W^T, x f32 (rounded in the kernel), 1 <= n_tok <= 16; split: CTAs per
+ * cluster sharing a row tile's k blocks (1, 2, 4, 8; 0 = cuk_skinny_split_pick). Weights and x
+ * 16-byte aligned, n_in % 8 == 0.
+ * cuk_matmul runs it (cfg 0, EARLY | EVICT) for bf16 weights at CUK_SKINNY_MIN_TOK-16 tokens when
+ * AIINFRA_SKINNY=1 at cuk_gemm_init, or CUK_SKINNY_DEFAULT (cuda_kernels.h; docs/gpu.md). */
+ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int accumulate,
                           int split, ai_err *err);
 int cuk_skinny_split_pick(int64_t n_out, int64_t n_in);
 /* The same with a ring configuration (0 .. CUK_SKINNY_CFGS-1, k_skinny.cu's kCfgs: 64-column boxes
@@ -27,7 +28,7 @@ int cuk_skinny_split_pick(int64_t n_out, int64_t n_in);
 #define CUK_SKINNY_CFGS 5
 #define CUK_SKINNY_EARLY 1 /* the first stages' weights are requested before the PDL wait */
 #define CUK_SKINNY_EVICT 2 /* weights loaded with an L2 evict-first policy */
-ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y,
+ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                               int accumulate, int split, int cfg, int flags, ai_err *err);
 
 /* The tensor-core bf16 GEMV (k_gemv_mma.cu): n_in % 32 == 0, 16-byte aligned weights and x. */

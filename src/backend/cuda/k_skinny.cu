@@ -1,7 +1,10 @@
-/* k_skinny.cu - y (n_tok, n_out) f32 = x (n_tok, n_in) bf16 . W^T for 1..16 tokens, bf16 weights, on
- * Hopper's asynchronous tensor cores (wgmma) with the weights streamed by TMA. Status: tested
- * (test_cuda_gemv test_skinny, compute-sanitizer clean) and timed on an H100; opt-in (AIINFRA_SKINNY=1)
- * until it beats cuBLASLt in the whole decode step (docs/gpu.md, "The skinny wgmma GEMM").
+/* k_skinny.cu - y (n_tok, n_out) f32 = bf16(x) (n_tok, n_in) . W^T for 1..16 tokens, bf16 weights, on
+ * Hopper's asynchronous tensor cores (wgmma) with the weights streamed by TMA. With AIINFRA_SKINNY=1
+ * what cuk_matmul runs for bf16 weights at CUK_SKINNY_MIN_TOK-16 tokens. Status (H100, 2026-12-06):
+ * faster than cuBLASLt per call and in the step (docs/gpu.md, "The skinny wgmma GEMM"); test_skinny
+ * passed its single-k-block cases (compute-sanitizer clean) and then stopped at a configuration that
+ * was wrong by construction (since replaced); its multi-block and cuk_matmul cases have not yet run
+ * on a GPU with this version, so it stays opt-in (CUK_SKINNY_DEFAULT) until they pass.
  *
  * Why: at 5-16 tokens per step our CUDA-core / mma.sync GEMVs (k_gemv.cu, k_gemv_mma.cu) keep their
  * weight bytes in flight in registers, U loads per thread, and leave HBM at 0.50-0.85 of copy; cuBLASLt
@@ -11,16 +14,23 @@
  * "Swap A and B": the GEMM is computed as D (64 weight rows x NT tokens) = W_tile (64 x k) . x^T
  * (k x NT), so that the weights are wgmma's A operand (M = 64, K-major: rows of W are contiguous in k)
  * and the 1-16 tokens its narrow N side (m64n8k16 or m64n16k16; x rows are K-major too, trans-b 0).
- * Rows of x past n_tok and columns past n_in come from TMA's zero fill, so any n_tok <= NT and any
- * n_in % 8 == 0 work (the tensor map's row stride must be a multiple of 16 bytes).
+ * x arrives in f32 (what the GEMVs take): the threads read each stage's slice one block ahead into
+ * registers and write it rounded to bf16 in the swizzled layout (XSlice), so no separate rounding
+ * kernel runs before the GEMM (one launch per matrix fewer in the decode step). Weight columns past
+ * n_in come from TMA's zero fill and x's from XSlice's, so any n_tok <= NT and any n_in % 8 == 0 work
+ * (the weights' tensor map needs a row stride that is a multiple of 16 bytes).
  *
  * A CTA (one warpgroup, 128 threads) owns 64 rows and a range of k blocks (KS = 64 NB columns each):
  *  - stage = NB boxes of W (64 rows x 64 columns, 8 KB each, 128-byte swizzle) + NB boxes of x (NT
- *    rows x 64 columns); ST stages (kCfgs); thread 0 keeps every free stage loading (one mbarrier per
- *    stage, expect_tx = the stage's bytes, the zero-filled parts included). More boxes per stage means
- *    longer runs of each weight row per request, which HBM serves better (measured: 4 boxes beat 2);
- *  - per stage 4 NB wgmmas (k16 steps: box kk / 4 at byte 32 (kk % 4) of each 128-byte row, as in the
- *    GEMM ladder's kernels), commit, wait, then a CTA barrier before thread 0 refills the stage;
+ *    rows x 64 columns); ST stages (kCfgs); thread 0 keeps every free stage's weights loading (one
+ *    mbarrier per stage, expect_tx = the weight bytes, the zero-filled parts included). More boxes per
+ *    stage means longer runs of each weight row per request, which HBM serves better (measured: 8
+ *    boxes x 2 stages best, 2 x 4 up to 23% slower);
+ *  - per block: every thread writes its part of the stage's x, fence.proxy.async (generic-proxy
+ *    stores made visible to wgmma), one CTA barrier (which also says that block i - 1's wgmmas are
+ *    done, so thread 0 refills that stage), the next block's x loads issued, then 4 NB wgmmas (k16
+ *    steps: box kk / 4 at byte 32 (kk % 4) of each 128-byte row, as in the GEMM ladder's kernels),
+ *    commit, wait;
  *  - split-K: a matrix with few row tiles (4096 rows: 64 tiles for 132 SMs) spreads each tile's k
  *    blocks over a cluster of S CTAs; their 64 x NT partials meet through distributed shared memory
  *    and output i is finished by rank i % S, adding the S partials in rank order (deterministic).
@@ -48,7 +58,7 @@ constexpr int kThreads = 128;
 
 /* Tuning configurations (cuk_skinny_bf16_cfg): 64-column boxes per stage x stages in the ring. */
 struct RingCfg { int boxes, stages; };
-constexpr RingCfg kCfgs[CUK_SKINNY_CFGS] = {{2, 4}, {4, 3}, {8, 2}, {6, 3}, {4, 4}};
+constexpr RingCfg kCfgs[CUK_SKINNY_CFGS] = {{8, 2}, {4, 3}, {2, 4}, {6, 3}, {4, 4}}; /* 0: the default */
 
 template <int NT, int NB, int ST> struct Cfg {
     static constexpr int W_BOX = kRows * 128; /* bytes of one W box */
@@ -93,11 +103,53 @@ __device__ __forceinline__ void put(float *y, int n_out, int n_tok, int acc, int
     *p = acc ? *p + v : v;
 }
 
+/* Stage i's slice of x: NT rows x KS columns, f32 in global memory (the previous kernel's output, L2
+ * resident), rounded to bf16 here and written in the layout TMA's 128-byte swizzle gives (the B
+ * descriptor expects it): 16-byte chunk c of row r of a box at r * 128 + 16 (c ^ (r % 8)). Thread t
+ * owns chunks t, t + 128, ... of the stage, numbered row-major over (row, NB * 8 chunks), so a warp
+ * reads one contiguous run of a row. Rows past n_tok and columns past n_in are zeros. */
+template <int NT, int NB> struct XSlice {
+    static_assert(NT * NB * 8 % kThreads == 0, "every thread owns the same number of x chunks");
+    static constexpr int CH = NT * NB * 8 / kThreads; /* chunks per thread */
+    float4 v[CH][2];
+    __device__ __forceinline__ void load(const float *x, int n_in, int n_tok, int k0)
+    {
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+            const int q = (int)threadIdx.x + j * kThreads, r = q / (NB * 8), k = k0 + (q % (NB * 8)) * 8;
+            if (r < n_tok && k < n_in) { /* n_in % 8 == 0: a chunk is wholly in or out */
+                const float4 *p = (const float4 *)(x + (size_t)r * n_in + k);
+                v[j][0] = __ldcg(p); /* L2 only: under PDL no L1 line may predate the producer's */
+                v[j][1] = __ldcg(p + 1);
+            } else {
+                v[j][0] = v[j][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+    }
+    __device__ __forceinline__ void store(unsigned char *xs) const
+    {
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+            const int q = (int)threadIdx.x + j * kThreads, r = q / (NB * 8), cc = q % (NB * 8), c = cc & 7;
+            const __nv_bfloat162 a = __floats2bfloat162_rn(v[j][0].x, v[j][0].y),
+                                 b = __floats2bfloat162_rn(v[j][0].z, v[j][0].w),
+                                 e = __floats2bfloat162_rn(v[j][1].x, v[j][1].y),
+                                 f = __floats2bfloat162_rn(v[j][1].z, v[j][1].w);
+            uint4 u;
+            u.x = *(const uint32_t *)&a;
+            u.y = *(const uint32_t *)&b;
+            u.z = *(const uint32_t *)&e;
+            u.w = *(const uint32_t *)&f;
+            *(uint4 *)(xs + (cc >> 3) * (NT * 128) + r * 128 + ((c ^ (r & 7)) << 4)) = u;
+        }
+    }
+};
+
 /* flags: CUK_SKINNY_EARLY (weights of the first stages requested before the PDL wait),
  * CUK_SKINNY_EVICT (weights loaded evict-first). */
 template <int NT, int S, int NB, int ST>
 __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ CUtensorMap tw,
-                                                         const __grid_constant__ CUtensorMap tx, float *__restrict__ y,
+                                                         const float *__restrict__ x, float *__restrict__ y,
                                                          int n_out, int n_in, int n_tok, int acc, int flags)
 {
     using C = Cfg<NT, NB, ST>;
@@ -115,6 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
     auto issue_w = [&](int i) { /* local k block i's weight boxes into stage i % ST */
         const int st = i % ST;
         unsigned char *sp = sb + st * C::STAGE;
+        mbar_expect_tx(&full[st], NB * C::W_BOX);
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             const int k = (kb0 + i) * KS + b * 64;
@@ -122,42 +175,34 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
             else tma_load(sp + b * C::W_BOX, &tw, k, row0, &full[st]);
         }
     };
-    auto issue_x = [&](int i) {
-        const int st = i % ST;
-        unsigned char *sp = sb + st * C::STAGE + NB * C::W_BOX;
-#pragma unroll
-        for (int b = 0; b < NB; b++) tma_load(sp + b * C::X_BOX, &tx, (kb0 + i) * KS + b * 64, 0, &full[st]);
-    };
     const int early = flags & CUK_SKINNY_EARLY;
     if (tid == 0) {
-        asm volatile("prefetch.tensormap [%0];\nprefetch.tensormap [%1];\n" ::"l"((uint64_t)&tw), "l"((uint64_t)&tx)
-                     : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tw) : "memory");
         for (int s = 0; s < ST; s++) mbar_init(&full[s], 1);
         asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
         if (early) /* the weights are never written by a kernel: safe before the wait */
-            for (int i = 0; i < ST && i < nloc; i++) {
-                mbar_expect_tx(&full[i], C::STAGE);
-                issue_w(i);
-            }
+            for (int i = 0; i < ST && i < nloc; i++) issue_w(i);
     }
     __syncthreads();
     cuk_pdl_wait(); /* x is the previous kernel's output; y may still be read by it */
-    if (tid == 0)
-        for (int i = 0; i < ST && i < nloc; i++) {
-            if (!early) {
-                mbar_expect_tx(&full[i], C::STAGE);
-                issue_w(i);
-            }
-            issue_x(i);
-        }
+    if (tid == 0 && !early)
+        for (int i = 0; i < ST && i < nloc; i++) issue_w(i);
+    XSlice<NT, NB> xv;
+    if (nloc > 0) xv.load(x, n_in, n_tok, kb0 * KS);
 
     float d[NT / 2];
 #pragma unroll
     for (int j = 0; j < NT / 2; j++) d[j] = 0.0f;
     for (int i = 0; i < nloc; i++) {
         const int st = i % ST;
+        unsigned char *sp = sb + st * C::STAGE;
+        xv.store(sp + NB * C::W_BOX); /* this stage's x was last read by the wgmmas of block i - ST */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to wgmma (async proxy) */
+        __syncthreads(); /* x written by every thread; every warp's wgmmas of block i - 1 have read their stage */
+        if (tid == 0 && i > 0 && i - 1 + ST < nloc) issue_w(i - 1 + ST);
+        if (i + 1 < nloc) xv.load(x, n_in, n_tok, (kb0 + i + 1) * KS); /* in flight during this block's wgmmas */
         mbar_wait(&full[st], (unsigned)(i / ST) & 1u);
-        const uint32_t a = sm(sb + st * C::STAGE), b = a + NB * C::W_BOX;
+        const uint32_t a = sm(sp), b = a + NB * C::W_BOX;
         const uint64_t ad = gdesc(a, 16, 1024), bd = gdesc(b, 16, 1024);
         wgmma_fence();
 #pragma unroll
@@ -166,12 +211,6 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
                        bd + (uint64_t)((((kk >> 2) * C::X_BOX) + (kk & 3) * 32) >> 4));
         wgmma_commit();
         wgmma_wait<0>();
-        __syncthreads(); /* every warp's wgmmas have read the stage */
-        if (tid == 0 && i + ST < nloc) {
-            mbar_expect_tx(&full[st], C::STAGE);
-            issue_w(i + ST);
-            issue_x(i + ST);
-        }
     }
 
     const int w = tid >> 5, lane = tid & 31, r = 16 * w + (lane >> 2), c = 2 * (lane & 3);
@@ -206,7 +245,8 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
 }
 
 struct Args {
-    const CUtensorMap *mw, *mx;
+    const CUtensorMap *mw;
+    const float *x;
     float *y;
     int n_out, n_in, n_tok, acc, flags;
 };
@@ -218,7 +258,7 @@ template <int NT, int S, int NB, int ST> cudaError_t launch(cudaStream_t s, cons
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     const unsigned tiles = (unsigned)((a.n_out + kRows - 1) / kRows);
-    return cuk_launch_cluster(kern, dim3(tiles * S), dim3(kThreads), (size_t)smem, s, (unsigned)S, *a.mw, *a.mx, a.y,
+    return cuk_launch_cluster(kern, dim3(tiles * S), dim3(kThreads), (size_t)smem, s, (unsigned)S, *a.mw, a.x, a.y,
                               a.n_out, a.n_in, a.n_tok, a.acc, a.flags);
 }
 
@@ -254,7 +294,7 @@ extern "C" int cuk_skinny_split_pick(int64_t n_out, int64_t n_in)
     return split;
 }
 
-extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y,
+extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                          int accumulate, int split, int cfg, int flags, ai_err *err)
 {
     if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
@@ -265,19 +305,18 @@ extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, cons
     if (split != 1 && split != 2 && split != 4 && split != 8)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_skinny_bf16: split %d (1, 2, 4 or 8)", split);
     const int nt = n_tok <= 8 ? 8 : 16;
-    CUtensorMap mw, mx;
+    CUtensorMap mw;
     cudaError_t e = tmap_2d(&mw, w->data, (int)w->n_out, (int)w->n_in, kRows);
-    if (e == cudaSuccess) e = tmap_2d(&mx, x, n_tok, (int)w->n_in, nt);
-    CUK_TRY(err, e, "cuk_skinny_bf16: tensor maps");
-    const Args a = {&mw, &mx, y, (int)w->n_out, (int)w->n_in, n_tok, accumulate != 0, flags};
+    CUK_TRY(err, e, "cuk_skinny_bf16: tensor map");
+    const Args a = {&mw, x, y, (int)w->n_out, (int)w->n_in, n_tok, accumulate != 0, flags};
     e = nt == 8 ? launch_cfg<8>((cudaStream_t)s, a, split, cfg) : launch_cfg<16>((cudaStream_t)s, a, split, cfg);
     CUK_TRY(err, e, "cuk_skinny_bf16 (launch)");
     CUK_LAUNCHED(err, "cuk_skinny_bf16");
     return AI_OK;
 }
 
-extern "C" ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const void *x, int32_t n_tok, float *y,
+extern "C" ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                      int accumulate, int split, ai_err *err)
 {
-    return cuk_skinny_bf16_cfg(s, w, x, n_tok, y, accumulate, split, 0, 0, err);
+    return cuk_skinny_bf16_cfg(s, w, x, n_tok, y, accumulate, split, 0, CUK_SKINNY_EARLY | CUK_SKINNY_EVICT, err);
 }
