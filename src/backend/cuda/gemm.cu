@@ -244,7 +244,7 @@ struct cuk_gemm {
     plan plans[kPlans];
     int evict;
     int tune; /* cuk_gemm_tuning: new decode-sized plans are timed (plan_tune) */
-    int lt_min_tok16, lt_min_bf16; /* cuk_matmul_lt_min_tok of f16 / bf16 weights, read once (the per-call route) */
+    int lt_min_f16, lt_min_bf16; /* cuk_matmul_lt_min_tok of f16 / bf16 weights, read once (the per-call route) */
     int skinny;       /* bf16 weights at <= 16 tokens run k_skinny.cu, not cuBLASLt (skinny_on) */
     int skinny_cfg, skinny_flags; /* AIINFRA_SKINNY_CFG, AIINFRA_SKINNY_FLAGS (k_gemv.h), for A/B runs */
 };
@@ -403,7 +403,7 @@ extern "C" ai_status cuk_gemm_init(cuk_gemm **out, ai_err *err)
         free(g);
         return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemm_init: cublasLtCreate failed (status %d)", (int)st);
     }
-    g->lt_min_tok16 = cuk_matmul_lt_min_tok(NULL, DTYPE_F16);
+    g->lt_min_f16 = cuk_matmul_lt_min_tok(NULL, DTYPE_F16);
     g->lt_min_bf16 = cuk_matmul_lt_min_tok(NULL, DTYPE_BF16);
     g->skinny = skinny_on();
     const char *sc = getenv("AIINFRA_SKINNY_CFG"), *sf = getenv("AIINFRA_SKINNY_FLAGS");
@@ -437,7 +437,7 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
 extern "C" int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t)
 {
     if (t != DTYPE_BF16 && t != DTYPE_F16) return CUK_GEMV_MAX_TOK + 1;
-    if (g) return t == DTYPE_BF16 ? g->lt_min_bf16 : g->lt_min_tok16;
+    if (g) return t == DTYPE_BF16 ? g->lt_min_bf16 : g->lt_min_f16;
     const char *e = getenv("AIINFRA_LT_MIN_TOK");
     if (e && *e) return atoi(e);
     return t == DTYPE_BF16 && skinny_on() ? CUK_SKINNY_MIN_TOK : CUK_LT_MIN_TOK;
@@ -452,6 +452,14 @@ extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
 {
     if (!w || (max_tok <= CUK_GEMV_MAX_TOK && max_tok < cuk_matmul_lt_min_tok(NULL, w->type))) return 0;
     return cuk_matmul_lt_work_size(w, max_tok);
+}
+
+/* The norm or SwiGLU prologue as its own kernel, f32 out (n_tok, n_in). */
+static ai_status prologue_f32(cuk_stream s, const float *x, const cuk_mm_opts *o, int64_t n_tok, int32_t n_in, float *out,
+                              ai_err *err)
+{
+    return o->norm_w ? cuk_rmsnorm(s, out, x, o->norm_w, (int32_t)n_tok, n_in, o->eps, err)
+                     : cuk_swiglu_rows(s, out, x, (int32_t)n_tok, n_in, err);
 }
 
 static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float *x, int64_t n_tok, float *y,
@@ -483,8 +491,7 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
         /* k_skinny.cu rounds an f32 x to bf16 itself; a prologue writes its f32 result into the work */
         const float *xs = x;
         if (pro) {
-            ai_status st = o->norm_w ? cuk_rmsnorm(s, (float *)xh, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
-                                     : cuk_swiglu_rows(s, (float *)xh, x, (int32_t)n_tok, (int32_t)w->n_in, err);
+            ai_status st = prologue_f32(s, x, o, n_tok, (int32_t)w->n_in, (float *)xh, err);
             if (st != AI_OK) return st;
             xs = (const float *)xh;
         }
@@ -494,8 +501,7 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     if (t == DTYPE_F32) {
         b = x;
         if (pro) { /* the prologue into the f32 part */
-            ai_status st = o->norm_w ? cuk_rmsnorm(s, (float *)xh, x, o->norm_w, (int32_t)n_tok, (int32_t)w->n_in, o->eps, err)
-                                     : cuk_swiglu_rows(s, (float *)xh, x, (int32_t)n_tok, (int32_t)w->n_in, err);
+            ai_status st = prologue_f32(s, x, o, n_tok, (int32_t)w->n_in, (float *)xh, err);
             if (st != AI_OK) return st;
             b = xh;
         }
