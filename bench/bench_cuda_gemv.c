@@ -18,7 +18,8 @@
  * Then the fusions (cuk_gemv_ex, cuda_kernels.h) against their unfused pairs on the shapes the model
  * fuses them on: norm prologue vs cuk_rmsnorm + GEMV (stacked q|k|v, gate|up), swiglu prologue vs
  * cuk_swiglu_rows + GEMV (down), residual-add epilogue vs GEMV + cuk_add (wo, down), swiglu + add
- * (down, as the decode step runs it); bf16 and q4_0, n_tok 1 and 4. Same graph timing; the saving
+ * (down, as the decode step runs it), the SwiGLU epilogue vs GEMV + cuk_swiglu_rows (gate|up, bf16
+ * only); bf16 and q4_0, n_tok 1 and 4. Same graph timing; the saving
  * column is unfused - fused per call (positive: the fusion pays).
  * Last: the projected Llama-3-8B batch-1 decode time (GEMVs only) per dtype from the per-matrix medians.
  */
@@ -101,10 +102,11 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     return ms;
 }
 
-enum { FZ_NORM = 1, FZ_SWIGLU = 2, FZ_ADD = 4 };
+enum { FZ_NORM = 1, FZ_SWIGLU = 2, FZ_ADD = 4, FZ_GLU = 8 };
 
 /* Per-call median ms of one fusion (FZ_* bits) on one shape: fused = one cuk_gemv_ex, else the
- * unfused pair (cuk_rmsnorm / cuk_swiglu_rows into a scratch row, cuk_gemv, cuk_add). */
+ * unfused pair (cuk_rmsnorm / cuk_swiglu_rows into a scratch row, cuk_gemv, cuk_add; FZ_GLU: cuk_gemv
+ * into a scratch, cuk_swiglu_rows of it into y). */
 static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int n_tok, int fz, int fused,
                           int reps)
 {
@@ -123,7 +125,7 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     AI(cuk_weight_fill_random(s, &nr, 8, 1.0f, &err));
     CK(cudaMemsetAsync(y, 0, (size_t)n_tok * n_out * sizeof(float), s));
     const cuk_mm_opts o = {.norm_w = (fz & FZ_NORM) ? nw : NULL, .eps = 1e-5f, .swiglu_in = (fz & FZ_SWIGLU) != 0,
-                           .accumulate = (fz & FZ_ADD) != 0};
+                           .accumulate = (fz & FZ_ADD) != 0, .swiglu_out = (fz & FZ_GLU) != 0};
     for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
         if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < (pass ? copies : 1); i++) {
@@ -135,8 +137,9 @@ static double time_fusion(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
             if (fz & FZ_NORM) AI(cuk_rmsnorm(s, xin, x, nw, n_tok, (int32_t)n_in, 1e-5f, &err));
             if (fz & FZ_SWIGLU) AI(cuk_swiglu_rows(s, xin, x, n_tok, (int32_t)n_in, &err));
             if (fz & (FZ_NORM | FZ_SWIGLU)) in = xin;
-            AI(cuk_gemv(s, &w[i], in, n_tok, (fz & FZ_ADD) ? tmp : y, &err));
+            AI(cuk_gemv(s, &w[i], in, n_tok, (fz & (FZ_ADD | FZ_GLU)) ? tmp : y, &err));
             if (fz & FZ_ADD) AI(cuk_add(s, y, tmp, (int64_t)n_tok * n_out, &err));
+            if (fz & FZ_GLU) AI(cuk_swiglu_rows(s, y, tmp, n_tok, (int32_t)(n_out / 2), &err));
         }
         if (!pass) CK(cudaStreamSynchronize(s));
     }
@@ -338,6 +341,7 @@ static void bench_fusions(cudaStream_t s, int reps)
         {"norm   qkv", 6144, 4096, FZ_NORM},          {"norm   gate_up", 28672, 4096, FZ_NORM},
         {"swiglu down", 4096, 14336, FZ_SWIGLU},      {"add    wo", 4096, 4096, FZ_ADD},
         {"add    down", 4096, 14336, FZ_ADD},         {"sw+add down", 4096, 14336, FZ_SWIGLU | FZ_ADD},
+        {"glu    gate_up", 28672, 4096, FZ_GLU}, /* the SwiGLU epilogue: float weights only */
     };
     static const dtype types[] = {DTYPE_BF16, DTYPE_Q4_0};
     static const int toks[] = {1, 4};
@@ -347,6 +351,7 @@ static void bench_fusions(cudaStream_t s, int reps)
     for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++)
         for (int di = 0; di < 2; di++)
             for (int ti = 0; ti < 2; ti++) {
+                if ((rows[ri].fz & FZ_GLU) && types[di] != DTYPE_BF16) continue;
                 const double f = time_fusion(s, types[di], rows[ri].n_out, rows[ri].n_in, toks[ti], rows[ri].fz, 1, reps);
                 const double u = time_fusion(s, types[di], rows[ri].n_out, rows[ri].n_in, toks[ti], rows[ri].fz, 0, reps);
                 printf("%-15s %6lldx%-6lld %5d %-5s %9.2f %11.2f %+9.2f\n", rows[ri].name, (long long)rows[ri].n_out,

@@ -78,6 +78,8 @@ typedef struct backend_mm_opts {
     float eps;           /* the rmsnorm epsilon (with norm_w) */
     bool swiglu_in;      /* x is (n_tok, 2 n_in) gate|up rows; the input row is silu(gate) * up (not with norm_w) */
     bool accumulate;     /* y += input W^T (the residual add) instead of y = input W^T; y must not alias x */
+    bool swiglu_out;     /* W is gate|up stacked (2 n_ff rows, gate first); y (n_tok, n_ff) = silu(input Wg^T) *
+                          * (input Wu^T): the SwiGLU in the epilogue (not with accumulate) */
 } backend_mm_opts;
 
 typedef struct backend_ops {

@@ -45,6 +45,8 @@ typedef struct runner_params {
 #define RUNNER_FUSE_SWIGLU 2u /* silu(gate) * up in the down product's prologue */
 #define RUNNER_FUSE_ADD 4u    /* the residual adds in the wo and down products' epilogue */
 #define RUNNER_FUSE_EXACT 8u  /* use exactly the bits given (RUNNER_FUSE_EXACT alone: no fusion) */
+#define RUNNER_FUSE_GLU 16u   /* silu(gate) * up in the gate|up product's epilogue (backend_mm_opts.swiglu_out);
+                               * only in steps the backend serves with its GEMV, ignored in larger ones */
 #define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
                                * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
                                * three for quantized ones; in larger steps all three */

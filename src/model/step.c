@@ -86,7 +86,7 @@ static ai_status step_body(void *arg, ai_err *err)
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
     const unsigned fuse = runner_fusions(r, n);
     const bool f_norm = fuse & RUNNER_FUSE_NORM, f_swiglu = fuse & RUNNER_FUSE_SWIGLU;
-    const bool f_add = fuse & RUNNER_FUSE_ADD;
+    const bool f_add = fuse & RUNNER_FUSE_ADD, f_glu = fuse & RUNNER_FUSE_GLU;
     const backend_mm_opts none = {0}, add = {.accumulate = true};
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
@@ -137,7 +137,12 @@ static ai_status step_body(void *arg, ai_err *err)
         }
         const float *act;           /* the down product's input */
         backend_mm_opts down = add; /* its options */
-        if (r->fuse_gu) {           /* gate|up rows of 2 n_ff */
+        if (r->fuse_gu && f_glu) { /* the SwiGLU in the gate|up product's epilogue */
+            backend_mm_opts gu = norm_gu ? ffn_in : none;
+            gu.swiglu_out = true;
+            TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->up, &gu, err));
+            act = r->up;
+        } else if (r->fuse_gu) { /* gate|up rows of 2 n_ff */
             TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->gate, norm_gu ? &ffn_in : &none, err));
             down.swiglu_in = f_swiglu;
             act = r->gate;

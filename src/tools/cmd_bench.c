@@ -3,7 +3,7 @@
  *
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
- *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--threads N] [--seed S] [--json]
+ *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu] [--threads N] [--seed S] [--json]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
  * into each step), then G decode steps run for all B at once (greedy). Reported: prefill tok/s,
@@ -30,7 +30,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add] [--kv-cache-dtype auto|f16|fp8]\n"
+            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu] [--kv-cache-dtype auto|f16|fp8]\n"
             "                     [--threads N] [--seed S] [--json]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
@@ -57,7 +57,7 @@ typedef struct bench_opts {
 static bool parse_fuse(const char *v, unsigned *out)
 {
     static const struct { const char *name; unsigned bit; } names[] = {
-        {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"none", 0},
+        {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"glu", RUNNER_FUSE_GLU}, {"none", 0},
         {"all", RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD}};
     *out = RUNNER_FUSE_EXACT;
     if (!strcmp(v, "auto")) return *out = RUNNER_FUSE_AUTO, true;
@@ -126,8 +126,8 @@ static ai_status open_backend(const bench_opts *o, backend *be, ai_err *err)
 /* "none" or the RUNNER_FUSE_* names joined by commas */
 static void fuse_name(char out[32], unsigned fu)
 {
-    snprintf(out, 32, "%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
-             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "");
+    snprintf(out, 32, "%s%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
+             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "", fu & RUNNER_FUSE_GLU ? "glu," : "");
     if (fu) out[strlen(out) - 1] = 0;
 }
 

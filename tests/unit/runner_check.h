@@ -109,6 +109,67 @@ static void runner_check(backend *be, const char *path, runner_kv_dtype kv, doub
     model_close(m);
 }
 
+/* matmul_ex with the SwiGLU epilogue (swiglu_out) against its definition on the same backend:
+ * matmul (after rmsnorm, for the norm prologue) then swiglu_rows, within rel_tol (max |diff| /
+ * max |ref|; 0 = bit-for-bit, what a composing backend gives). A (2 x 48 or 2 x 2053) x 1024 weight of
+ * type t, n_tok rows of x; then the refusals: accumulate, an odd n_out. */
+static void matmul_glu_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, bool norm, double rel_tol)
+{
+    const backend_ops *o = be->ops;
+    void *c = be->ctx;
+    ai_err err = {0};
+    const int64_t n_in = 1024, nx = (int64_t)n_tok * n_in, ngu = (int64_t)n_tok * 2 * n_ff, ny = (int64_t)n_tok * n_ff;
+    backend_weight w = {.type = t, .n_out = 2 * n_ff, .n_in = n_in};
+    float *h = malloc((size_t)(nx + n_in + 2 * ny) * sizeof(float)), *d = NULL, *dgu = NULL;
+    assert_non_null(h);
+    float *href = h + nx + n_in, *hy = href + ny;
+    uint64_t st = 0x9E3779B97F4A7C15ull ^ (uint64_t)(t * 131 + n_tok);
+    for (int64_t i = 0; i < nx + n_in; i++) { /* x in [-1, 1), norm weights in [0.5, 1.5) */
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f + (i >= nx ? 1.0f : 0.0f);
+    }
+    if (o->alloc(c, o->weight_bytes(c, t, w.n_out, n_in), &w.data, &err) ||
+        o->alloc(c, (size_t)(nx + n_in + 2 * ny) * sizeof(float), (void **)&d, &err) ||
+        o->alloc(c, (size_t)(ngu + nx) * sizeof(float), (void **)&dgu, &err) ||
+        o->weight_random(c, &w, 11 + (uint64_t)t, 0.05f, &err) || o->matmul_reserve(c, &w, n_tok, &err) ||
+        o->upload(c, d, h, (size_t)(nx + n_in) * sizeof(float), &err))
+        fail_msg("matmul_glu_check set-up: %s", err.msg);
+    float *dx = d, *dnw = d + nx, *dref = dnw + n_in, *dy = dref + ny, *dxn = dgu + ngu;
+    const backend_mm_opts opts = {.norm_w = norm ? dnw : NULL, .eps = 1e-5f, .swiglu_out = true};
+    if ((norm && o->rmsnorm(c, dxn, dx, dnw, n_tok, (int32_t)n_in, 1e-5f, &err)) ||
+        o->matmul(c, &w, norm ? dxn : dx, n_tok, dgu, &err) || o->swiglu_rows(c, dref, dgu, n_tok, (int32_t)n_ff, &err) ||
+        o->matmul_ex(c, &w, dx, n_tok, dy, &opts, &err) ||
+        o->download(c, href, dref, (size_t)(2 * ny) * sizeof(float), &err))
+        fail_msg("matmul_glu_check %s n_tok %d: %s", dtype_name(t), n_tok, err.msg);
+    double dmax = 0, rmax = 0;
+    for (int64_t i = 0; i < ny; i++) {
+        if (!isfinite(hy[i])) fail_msg("matmul_glu_check %s n_tok %d: y[%lld] = %g", dtype_name(t), n_tok, (long long)i, hy[i]);
+        dmax = fmax(dmax, fabs((double)hy[i] - href[i]));
+        rmax = fmax(rmax, fabs((double)href[i]));
+    }
+    if (!(dmax <= rel_tol * rmax))
+        fail_msg("matmul_glu_check %s %lld n_tok %d norm %d: max diff %.3g of max %.3g (tolerance %.1g)", dtype_name(t),
+                 (long long)n_ff, n_tok, norm, dmax, rmax, rel_tol);
+    const backend_mm_opts acc = {.swiglu_out = true, .accumulate = true};
+    assert_int_equal(o->matmul_ex(c, &w, dx, n_tok, dy, &acc, &err), AI_ERR_INVALID);
+    backend_weight odd = w;
+    odd.n_out--;
+    assert_int_not_equal(o->matmul_ex(c, &odd, dx, n_tok, dy, &opts, &err), AI_OK);
+    o->dealloc(c, dgu);
+    o->dealloc(c, d);
+    o->dealloc(c, w.data);
+    free(h);
+}
+
+/* The fusion sets every backend is checked with: each combination of norm, swiglu and add, the SwiGLU
+ * epilogue alone and with the others (it replaces the swiglu prologue), then AUTO. */
+#define RC_X RUNNER_FUSE_EXACT
+static const unsigned runner_check_fusions[] = {
+    RC_X, RC_X | 1, RC_X | 2, RC_X | 3, RC_X | 4, RC_X | 5, RC_X | 6, RC_X | 7, RC_X | RUNNER_FUSE_GLU,
+    RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_NORM, RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_ADD, RC_X | RUNNER_FUSE_GLU | 7,
+    RUNNER_FUSE_AUTO};
+#undef RC_X
+
 static const char *const runner_check_models[] = {
     "tests/fixtures/hf/llama", "tests/fixtures/hf/llama3_rope", "tests/fixtures/hf/llama_bf16",
     "tests/fixtures/hf/mistral", "tests/fixtures/hf/qwen2", "tests/fixtures/hf/qwen3", "tests/fixtures/hf/smollm",

@@ -621,6 +621,18 @@ static void test_matmul_fused(void **state)
     const cuk_mm_opts both = {.norm_w = buf, .eps = 1e-5f, .swiglu_in = true};
     assert_int_equal(cuk_gemv_ex(NULL, &w, buf, 1, buf + 512, &both, &err), AI_ERR_INVALID);
     assert_int_equal(cuk_matmul_ex(g, NULL, &w, buf, 1, buf + 512, &both, NULL, 0, &err), AI_ERR_INVALID);
+    /* the SwiGLU epilogue: the float GEMVs fuse it without prologue or accumulate; elsewhere the kernels
+     * refuse it (the backend composes it: test_cuda_runner.c) */
+    const cuk_mm_opts glu = {.swiglu_out = true}, glu_acc = {.swiglu_out = true, .accumulate = true};
+    assert_true(cuk_gemv_glu_fused(&w, buf, 16, &glu));
+    assert_false(cuk_gemv_glu_fused(&w, buf, 1, &glu_acc));
+    assert_int_equal(cuk_gemv_ex(NULL, &w, buf, 1, buf + 512, &glu_acc, &err), AI_ERR_UNSUPPORTED);
+    cuk_weight wb = w;
+    wb.type = DTYPE_BF16;
+    assert_true(cuk_gemv_glu_fused(&wb, buf, CUK_GEMV_MMA_MIN_TOK - 1, &glu));
+    assert_false(cuk_gemv_glu_fused(&wb, buf, CUK_GEMV_MMA_MIN_TOK, &glu));
+    assert_int_equal(cuk_gemv_ex(NULL, &wb, buf, CUK_GEMV_MMA_MIN_TOK, buf + 512, &glu, &err), AI_ERR_UNSUPPORTED);
+    assert_int_equal(cuk_matmul_ex(g, NULL, &wb, buf, 64, buf + 512, &glu, NULL, 0, &err), AI_ERR_UNSUPPORTED);
     cudaFree(buf);
     cuk_gemm_free(g);
 }

@@ -25,9 +25,9 @@ static void test_cuda_runner_kv_f32(void **state)
     ai_err err = {0};
     setenv("AIINFRA_LT_MIN_TOK", "17", 1); /* the f32-x GEMV at every step size (header); read at init */
     if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (unsigned f = 0; f < 9; f++) /* every combination of RUNNER_FUSE_*, then AUTO */
+    for (size_t f = 0; f < sizeof runner_check_fusions / sizeof *runner_check_fusions; f++)
         for (int i = 0; runner_check_models[i]; i++)
-            runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);
+            runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, runner_check_fusions[f]);
     unsetenv("AIINFRA_LT_MIN_TOK");
     backend_free(&be);
 }
@@ -227,6 +227,29 @@ static void test_cuda_runner_sample(void **state)
     backend_free(&be);
 }
 
+/* matmul_ex's SwiGLU epilogue on the CUDA backend against matmul + swiglu_rows (runner_check.h): fused
+ * in the float GEMVs (f32 / f16 at 1-16 tokens, bf16 below CUK_GEMV_MMA_MIN_TOK, no prologue), composed
+ * by the backend elsewhere (quantized, bf16's tensor-core GEMV, skinny GEMM and cuBLASLt routes, the
+ * norm prologue). 2053 rows per half: partial row groups at every tile. With the norm prologue the
+ * 16-bit and quantized routes round (or quantize) a differently computed input: 1e-2 there. */
+static void test_cuda_matmul_glu(void **state)
+{
+    CUDA_TEST_REQUIRE();
+    backend be;
+    ai_err err = {0};
+    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+    static const int32_t toks[] = {1, 2, 3, 4, 5, 16};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+            for (int norm = 0; norm < 2; norm++) {
+                const double tol = norm && types[i] != DTYPE_F32 ? 1e-2 : 1e-5;
+                matmul_glu_check(&be, types[i], 2053, toks[k], norm, tol);
+                matmul_glu_check(&be, types[i], 48, toks[k], norm, tol);
+            }
+    backend_free(&be);
+}
+
 int main(void)
 {
     cuda_test_filter();
@@ -236,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_cuda_runner_kv_f16),
         cmocka_unit_test(test_cuda_runner_real_q4_1),
         cmocka_unit_test(test_cuda_runner_sample),
+        cmocka_unit_test(test_cuda_matmul_glu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,9 +16,24 @@ static void test_cpu_runner_matches_forward(void **state)
     backend be;
     ai_err err = {0};
     if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
-    for (unsigned f = 0; f < 9; f++) /* every combination of RUNNER_FUSE_*, then AUTO */
+    for (size_t f = 0; f < sizeof runner_check_fusions / sizeof *runner_check_fusions; f++)
         for (int i = 0; runner_check_models[i]; i++)
-            runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, f < 8 ? RUNNER_FUSE_EXACT | f : RUNNER_FUSE_AUTO);
+            runner_check(&be, runner_check_models[i], RUNNER_KV_F32, 1e-4, runner_check_fusions[f]);
+    backend_free(&be);
+}
+
+/* The CPU composes matmul_ex's SwiGLU epilogue from its own ops: bit-for-bit their result. */
+static void test_cpu_matmul_glu(void **state)
+{
+    backend be;
+    ai_err err = {0};
+    if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (int32_t n_tok = 1; n_tok <= 5; n_tok += 2) {
+            matmul_glu_check(&be, types[i], 48, n_tok, false, 0.0);
+            matmul_glu_check(&be, types[i], 48, n_tok, true, 0.0);
+        }
     backend_free(&be);
 }
 
@@ -289,6 +304,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_runner_matches_forward),
+        cmocka_unit_test(test_cpu_matmul_glu),
         cmocka_unit_test(test_cpu_runner_kv_fp8),
         cmocka_unit_test(test_cpu_fp8_kv_ops),
         cmocka_unit_test(test_runner_kv_dtype_checks),

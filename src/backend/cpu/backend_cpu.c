@@ -231,7 +231,7 @@ static ai_status cb_matmul(void *ctx, const backend_weight *w, const float *x, i
 }
 
 /* The composition the fused GPU kernels must match: rmsnorm or swiglu_rows into `pre`, the matmul
- * (into `acc` when accumulating), then y += acc. The same ops in the same order as the unfused
+ * (into `acc` when accumulating or with the swiglu epilogue), then y += acc or y = swiglu_rows(acc). The same ops in the same order as the unfused
  * sequence, so the CPU forward is bit-for-bit what it was before matmul_ex. */
 static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
                               const backend_mm_opts *o, ai_err *err)
@@ -240,18 +240,21 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
     if (!o) return cb_matmul(ctx, w, x, n_tok, y, err);
     if (o->norm_w && o->swiglu_in)
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: the norm and swiglu prologues are exclusive");
-    const bool pro = o->norm_w || o->swiglu_in;
+    if (o->swiglu_out && (o->accumulate || w->n_out % 2))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: the swiglu epilogue needs an even n_out and no accumulate");
+    const bool pro = o->norm_w || o->swiglu_in, via_acc = o->accumulate || o->swiglu_out;
     const size_t nin = (size_t)n_tok * (size_t)w->n_in, nout = (size_t)n_tok * (size_t)w->n_out;
-    if (n_tok < 1 || (pro && nin > b->pre_n) || (o->accumulate && nout > b->acc_n))
+    if (n_tok < 1 || (pro && nin > b->pre_n) || (via_acc && nout > b->acc_n))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: %d rows of %lld -> %lld: scratch not reserved (matmul_reserve)",
                           n_tok, (long long)w->n_in, (long long)w->n_out);
     const float *in = x;
     if (o->norm_w) cb_rmsnorm(ctx, b->pre, x, o->norm_w, n_tok, (int32_t)w->n_in, o->eps, err);
     else if (o->swiglu_in) cb_swiglu_rows(ctx, b->pre, x, n_tok, (int32_t)w->n_in, err);
     if (pro) in = b->pre;
-    float *out = o->accumulate ? b->acc : y;
+    float *out = via_acc ? b->acc : y;
     ai_status st = cb_matmul(ctx, w, in, n_tok, out, err);
-    if (st != AI_OK || !o->accumulate) return st;
+    if (st != AI_OK || !via_acc) return st;
+    if (o->swiglu_out) return cb_swiglu_rows(ctx, y, out, n_tok, (int32_t)(w->n_out / 2), err);
     for (size_t i = 0; i < nout; i++) y[i] += out[i];
     return AI_OK;
 }

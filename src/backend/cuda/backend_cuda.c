@@ -36,6 +36,8 @@ typedef struct cuda_be {
     cuk_gemm *gemm;
     void *mm_work;
     size_t mm_work_size;
+    float *glu;   /* matmul_ex's swiglu_out where no kernel fuses it: the product (<= 16 rows, n_out) */
+    size_t glu_n; /* floats */
     graph_slot graphs[MAX_GRAPHS];
     uint64_t tick;
 } cuda_be;
@@ -47,6 +49,7 @@ static void cu_free(void *ctx)
     for (int i = 0; i < MAX_GRAPHS; i++)
         if (b->graphs[i].state == 2) cudaGraphExecDestroy(b->graphs[i].exec);
     if (b->mm_work) cudaFree(b->mm_work);
+    if (b->glu) cudaFree(b->glu);
     cuk_gemm_free(b->gemm);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
@@ -185,6 +188,15 @@ static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t m
     cuda_be *b = ctx;
     size_t need = cuk_matmul_work_size(w, max_tok), gemv = cuk_gemv_work_size(w, max_tok);
     if (gemv > need) need = gemv;
+    const size_t glu = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK) * (size_t)w->n_out;
+    if (glu > b->glu_n) {
+        if (b->glu) cudaFree(b->glu);
+        b->glu = NULL;
+        b->glu_n = 0;
+        ai_status st = cu_alloc(ctx, glu * sizeof(float), (void **)&b->glu, err);
+        if (st != AI_OK) return st;
+        b->glu_n = glu;
+    }
     if (need <= b->mm_work_size) return AI_OK;
     if (b->mm_work) cudaFree(b->mm_work);
     b->mm_work = NULL;
@@ -202,7 +214,20 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                               const backend_mm_opts *opts, ai_err *err)
 {
     cuda_be *b = ctx;
-    if (cuk_matmul_runs_gemv(b->gemm, w, n_tok)) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
+    const bool gemv = cuk_matmul_runs_gemv(b->gemm, w, n_tok);
+    if (opts && opts->swiglu_out && !(gemv && cuk_gemv_glu_fused(w, x, n_tok, opts))) {
+        /* no kernel fuses this case: the product into b->glu, then swiglu_rows */
+        if (n_tok < 1 || (size_t)n_tok * (size_t)w->n_out > b->glu_n || w->n_out % 2 || opts->accumulate)
+            return ai_err_set(err, AI_ERR_INVALID,
+                              "matmul_ex: the swiglu epilogue needs an even n_out, no accumulate and at most %d "
+                              "reserved rows (%d given)",
+                              CUK_GEMV_MAX_TOK, (int)n_tok);
+        backend_mm_opts in = *opts;
+        in.swiglu_out = false;
+        ai_status st = cu_matmul_ex(ctx, w, x, n_tok, b->glu, &in, err);
+        return st != AI_OK ? st : cuk_swiglu_rows(b->stream, y, b->glu, n_tok, (int32_t)(w->n_out / 2), err);
+    }
+    if (gemv) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
         return cuk_gemv_ex_work(b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }

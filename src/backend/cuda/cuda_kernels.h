@@ -147,7 +147,10 @@ ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_
  *                 as it loads it, sums x^2 on the side and scales its dot products by
  *                 1 / sqrt(mean(x^2) + eps) at the end (the scale is one number per token row);
  *   o->swiglu_in: x (n_tok, 2 n_in) gate|up rows, input = silu(gate) * up, computed while loading;
- *   o->accumulate: y += product (one thread owns each y element: no atomics).
+ *   o->accumulate: y += product (one thread owns each y element: no atomics);
+ *   o->swiglu_out: y (n_tok, n_out / 2) = silu(gate rows' product) * up rows' product, fused only where
+ *                 cuk_gemv_glu_fused says (the float GEMVs, no prologue); cuk_matmul_ex and cuk_gemv_ex
+ *                 refuse it elsewhere (AI_ERR_UNSUPPORTED) and the CUDA backend composes it then.
  * Where cuk_matmul_ex runs cuBLASLt (!cuk_matmul_runs_gemv) the prologue is a kernel that writes the
  * GEMM's 16-bit input into the work area (f32 weights: cuk_rmsnorm / cuk_swiglu_rows), then the GEMM,
  * with beta = 1 when accumulating. cuk_matmul_work_size covers both. */
@@ -156,6 +159,7 @@ ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const fl
                         const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
 ai_status cuk_gemv_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, const cuk_mm_opts *o,
                       ai_err *err);
+bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o);
 
 // --- attention over a paged KV cache (k_attention.cu) ----------------------------------------
 

@@ -46,6 +46,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/k_gemv.h"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/k_gemv_fuse.h" /* fuse_silu_mul_acc */
 
 namespace {
 
@@ -114,8 +115,6 @@ template <typename H> __device__ __forceinline__ void store4_h(H *o, float a, fl
     *reinterpret_cast<uint2 *>(o) = *reinterpret_cast<const uint2 *>(v);
 }
 
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 /* x (rows, 2 n) gate|up -> out (rows, n); rows blockIdx.y + k gridDim.y, columns over gridDim.x CTAs */
 template <typename H, bool V4>
 __global__ void __launch_bounds__(256) k_swiglu_h(const float *__restrict__ x, int64_t rows, int32_t n,
@@ -129,10 +128,11 @@ __global__ void __launch_bounds__(256) k_swiglu_h(const float *__restrict__ x, i
         if (V4) {
             for (int32_t i = i0; i < n / 4; i += stride) {
                 const float4 a = reinterpret_cast<const float4 *>(g)[i], b = reinterpret_cast<const float4 *>(u)[i];
-                store4_h(o + 4 * i, silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
+                store4_h(o + 4 * i, fuse_silu_mul_acc(a.x, b.x), fuse_silu_mul_acc(a.y, b.y),
+                         fuse_silu_mul_acc(a.z, b.z), fuse_silu_mul_acc(a.w, b.w));
             }
         } else {
-            for (int32_t i = i0; i < n; i += stride) o[i] = to_h<H>(silu_mul(g[i], u[i]));
+            for (int32_t i = i0; i < n; i += stride) o[i] = to_h<H>(fuse_silu_mul_acc(g[i], u[i]));
         }
     }
 }
@@ -468,6 +468,8 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     if (!g || !w || !w->data || !x || !y || n_tok < 1 || w->n_out < 1 || w->n_in < 1 || n_tok > (1 << 30) ||
         (o && o->norm_w && o->swiglu_in))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: bad arguments (n_tok %lld)", (long long)n_tok);
+    if (o && o->swiglu_out) /* only the float GEMVs fuse it (cuk_gemv_glu_fused); backend_cuda.c composes the rest */
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no swiglu epilogue on the GEMM routes");
     const dtype t = w->type;
     if (t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16 && !is_quant(t))
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: dtype %s", dtype_name(t));

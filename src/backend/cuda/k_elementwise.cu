@@ -32,6 +32,7 @@ extern "C" {
 }
 #include "backend/cuda/cuk_fp8.cuh"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/k_gemv_fuse.h" /* fuse_silu_mul_acc */
 
 #define EW_THREADS 256
 
@@ -92,8 +93,6 @@ extern "C" ai_status cuk_add(cuk_stream s, float *x, const float *y, int64_t n, 
     return AI_OK;
 }
 
-__device__ __forceinline__ float ew_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 template <bool VEC4> __global__ void k_swiglu(float *out, const float *gate, const float *up, int64_t n)
 {
     cuk_pdl_wait();
@@ -102,12 +101,12 @@ template <bool VEC4> __global__ void k_swiglu(float *out, const float *gate, con
     if (VEC4) {
         for (int64_t i = i0; i < n / 4; i += stride) {
             float4 g = ((const float4 *)gate)[i], u = ((const float4 *)up)[i];
-            g.x = ew_silu_mul(g.x, u.x); g.y = ew_silu_mul(g.y, u.y);
-            g.z = ew_silu_mul(g.z, u.z); g.w = ew_silu_mul(g.w, u.w);
+            g.x = fuse_silu_mul_acc(g.x, u.x); g.y = fuse_silu_mul_acc(g.y, u.y);
+            g.z = fuse_silu_mul_acc(g.z, u.z); g.w = fuse_silu_mul_acc(g.w, u.w);
             ((float4 *)out)[i] = g;
         }
     } else {
-        for (int64_t i = i0; i < n; i += stride) out[i] = ew_silu_mul(gate[i], up[i]);
+        for (int64_t i = i0; i < n; i += stride) out[i] = fuse_silu_mul_acc(gate[i], up[i]);
     }
 }
 
@@ -135,12 +134,12 @@ template <bool VEC4> __global__ void k_swiglu_rows(float *out, const float *gu, 
     if (VEC4) {
         for (int32_t i = i0; i < n / 4; i += stride) {
             float4 a = ((const float4 *)g)[i], b = ((const float4 *)u)[i];
-            a.x = ew_silu_mul(a.x, b.x); a.y = ew_silu_mul(a.y, b.y);
-            a.z = ew_silu_mul(a.z, b.z); a.w = ew_silu_mul(a.w, b.w);
+            a.x = fuse_silu_mul_acc(a.x, b.x); a.y = fuse_silu_mul_acc(a.y, b.y);
+            a.z = fuse_silu_mul_acc(a.z, b.z); a.w = fuse_silu_mul_acc(a.w, b.w);
             ((float4 *)o)[i] = a;
         }
     } else {
-        for (int32_t i = i0; i < n; i += stride) o[i] = ew_silu_mul(g[i], u[i]);
+        for (int32_t i = i0; i < n; i += stride) o[i] = fuse_silu_mul_acc(g[i], u[i]);
     }
 }
 

@@ -47,6 +47,11 @@
  *    work is the unfused kernel's; the prologue runs ~once per CTA slot instead of once per row.
  *  - otherwise (quantized float decoding, longer x, T >= 8): computed while x is loaded (S =
  *    XS_GLOBAL), with the shapes of Shape<K, T, M>.
+ * The SwiGLU epilogue (M = FUSE_GLU, float weights, no prologue): W is gate|up stacked, and a CTA
+ * owns rows i .. i + R/2 of both halves (R2U2 at n_tok 1: the same loads in flight per thread as
+ * R1U4), so after the block reduction one thread holds gate_i and up_i and writes silu(gate) * up:
+ * the separate swiglu_rows kernel (~2-3 us of launch and ramp per layer at batch 1) disappears and
+ * the weight stream is unchanged. Same f32 dot products and formula as GEMV + swiglu_rows.
  *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
@@ -275,8 +280,8 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, 
                     ss[t] = fmaf(g.x, g.x, fmaf(g.y, g.y, fmaf(g.z, g.z, fmaf(g.w, g.w, ss[t]))));
                     o = make_float4(g.x * v.x, g.y * v.y, g.z * v.z, g.w * v.w);
                 } else {
-                    o = make_float4(g.x / (1.0f + expf(-g.x)) * v.x, g.y / (1.0f + expf(-g.y)) * v.y,
-                                    g.z / (1.0f + expf(-g.z)) * v.z, g.w / (1.0f + expf(-g.w)) * v.w);
+                    o = make_float4(fuse_silu_mul_acc(g.x, v.x), fuse_silu_mul_acc(g.y, v.y),
+                                    fuse_silu_mul_acc(g.z, v.z), fuse_silu_mul_acc(g.w, v.w));
                 }
                 if (i < n4) *reinterpret_cast<float4 *>(xo + xs_index<S>(4 * i, n_in)) = o;
             }
@@ -306,7 +311,8 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, 
 }
 
 /* Rows [row0, row0 + R) of y for all T tokens: the dot loop over x rows xt (source S, mode MD for
- * the loads) and the block reduction; M for the store. sq_staged: the staged rows' sum(x^2). */
+ * the loads) and the block reduction; M for the store. sq_staged: the staged rows' sum(x^2).
+ * M = FUSE_GLU: rows [row0, row0 + R / 2) of each half of W (gate, up), output row width n_out / 2. */
 template <int K, int T, int R, int U, int L, int M, int S, int MD>
 __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, const unsigned char *__restrict__ scales,
                                           const float *const (&xt)[T], float *__restrict__ y, int n_out, int n_in,
@@ -316,11 +322,15 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
     constexpr bool quant = K >= W_Q8_0;
     const int nc = n_in / E;                              /* chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
+    constexpr bool glu = M == FUSE_GLU;
+    static_assert(!glu || R % 2 == 0, "FUSE_GLU takes rows in (gate, up) pairs");
+    constexpr int H = glu ? R / 2 : R; /* rows per half */
+    const int n_rows = glu ? n_out / 2 : n_out;
     const uint4 *wr[R];
     int srow[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        srow[r] = min(row0 + r, n_out - 1);               /* past the end: recompute the last row, no write */
+    for (int r = 0; r < R; r++) { /* past the end: recompute the last row, no write */
+        srow[r] = (r < H ? 0 : n_rows) + min(row0 + r % H, n_rows - 1);
         wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
     }
     float acc[R][T] = {};
@@ -379,18 +389,31 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < R * T; i += kThreads) {
-        const int r = i / T, t = i % T;
-        float v = 0.0f, sq = 0.0f;
+    if constexpr (glu) {
+        for (int i = threadIdx.x; i < H * T; i += kThreads) {
+            const int r = i / T, t = i % T;
+            float g = 0.0f, u = 0.0f;
 #pragma unroll
-        for (int k = 0; k < kThreads / 32; k++) v += red[k][i];
-        if constexpr (MD == FUSE_NORM) {
-#pragma unroll
-            for (int k = 0; k < kThreads / 32; k++) sq += red[k][R * T + t];
-        } else if constexpr (S != XS_GLOBAL && M == FUSE_NORM) {
-            sq = sq_staged[t];
+            for (int k = 0; k < kThreads / 32; k++) {
+                g += red[k][i];
+                u += red[k][H * T + i];
+            }
+            if (row0 + r < n_rows && t < n_tok) y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(g, u);
         }
-        if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+    } else {
+        for (int i = threadIdx.x; i < R * T; i += kThreads) {
+            const int r = i / T, t = i % T;
+            float v = 0.0f, sq = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kThreads / 32; k++) v += red[k][i];
+            if constexpr (MD == FUSE_NORM) {
+#pragma unroll
+                for (int k = 0; k < kThreads / 32; k++) sq += red[k][R * T + t];
+            } else if constexpr (S != XS_GLOBAL && M == FUSE_NORM) {
+                sq = sq_staged[t];
+            }
+            if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+        }
     }
 }
 
@@ -439,7 +462,9 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
     } else {
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
-        gemv_rows<K, T, R, U, L, M, S, M>(w, scales, xt, y, n_out, n_in, n_tok, fz, blockIdx.x * R, nullptr);
+        constexpr int MD = M == FUSE_GLU ? FUSE_NONE : M; /* FUSE_GLU: plain loads */
+        gemv_rows<K, T, R, U, L, M, S, MD>(w, scales, xt, y, n_out, n_in, n_tok, fz, blockIdx.x * (M == FUSE_GLU ? R / 2 : R),
+                                           nullptr);
     }
 }
 
@@ -500,13 +525,21 @@ template <int K, int T, int M = FUSE_NONE> struct Shape {
     static constexpr int R = sw1 ? 4 : (T == 1 && M != FUSE_NONE && !fl) ? 4 : T == 1 ? (fl ? 1 : 8) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
     static constexpr int U = sw1 ? 2 : fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : 1;
 };
+/* FUSE_GLU (float weights): an even R - R2U2 at T = 1, the same 4 loads per thread in flight as R1U4. */
+template <int K, int T> struct Shape<K, T, FUSE_GLU> {
+    static constexpr int R = Shape<K, T>::R == 1 ? 2 : Shape<K, T>::R;
+    static constexpr int U = Shape<K, T>::R == 1 ? 2 : Shape<K, T>::U;
+    static_assert(R % 2 == 0, "pairs of rows");
+};
 
 template <int K, int T, int R, int U, int L, int M = FUSE_NONE>
 void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f = cuk_fuse{})
 {
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
-    const unsigned blocks = (unsigned)((w->n_out + R - 1) / R);
+    const int rows = M == FUSE_GLU ? R / 2 : R; /* FUSE_GLU: R / 2 rows of each half per CTA */
+    const int64_t n = M == FUSE_GLU ? w->n_out / 2 : w->n_out;
+    const unsigned blocks = (unsigned)((n + rows - 1) / rows);
     cuk_launch(k_gemv<K, T, R, U, L, M>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y,
                (int)w->n_out, (int)w->n_in, n_tok, f);
 }
@@ -608,6 +641,17 @@ cudaError_t launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_to
     return launch_km<K, FUSE_NONE>(s, w, x, n_tok, y, f);
 }
 
+/* FUSE_GLU: the float kernels' tiles, shapes Shape<K, T, FUSE_GLU> */
+template <int K> void launch_glu(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+{
+    const cuk_fuse f{};
+    if (n_tok == 1) launch_t<K, 1, FUSE_GLU>(s, w, x, n_tok, y, f);
+    else if (n_tok == 2) launch_t<K, 2, FUSE_GLU>(s, w, x, n_tok, y, f);
+    else if (n_tok <= 4) launch_t<K, 4, FUSE_GLU>(s, w, x, n_tok, y, f);
+    else if (n_tok <= 8) launch_t<K, 8, FUSE_GLU>(s, w, x, n_tok, y, f);
+    else launch_t<K, 16, FUSE_GLU>(s, w, x, n_tok, y, f);
+}
+
 template <int K, int M>
 void launch_any_m(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
@@ -664,6 +708,22 @@ extern "C" ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const f
     return AI_OK;
 }
 
+/* 16-byte loads need 16-byte aligned rows of weights and x. */
+static bool vec_ok(const cuk_weight *w, const float *x)
+{
+    const int per16 = w->type == DTYPE_F32 ? 4 : 8;
+    return w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+}
+
+extern "C" bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
+{
+    if (!w || !w->data || !x || !o || !o->swiglu_out || o->norm_w || o->swiglu_in || o->accumulate || w->n_out % 2 ||
+        n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK)
+        return false;
+    const bool fl = w->type == DTYPE_F32 || w->type == DTYPE_F16 || w->type == DTYPE_BF16;
+    return fl && vec_ok(w, x) && !(w->type == DTYPE_BF16 && n_tok >= CUK_GEMV_MMA_MIN_TOK);
+}
+
 /* Whether cuk_gemv_path_ex(path 0) sends this call to the dp4a kernel (quantized, 16-byte aligned, x fits). */
 static bool dq_pick(const cuk_weight *w, const float *x, int32_t n_tok)
 {
@@ -691,7 +751,7 @@ extern "C" ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const f
     /* a fused prologue makes each of the dp4a kernel's ~264-396 CTAs read and round all of x (the
      * down product: two rows of 14336 floats and 14336 expf); split, one small kernel does it once
      * and the CTAs copy the int8 result (header of k_gemv_dp4a.cu) */
-    const int want = !o ? 0 : o->swiglu_in ? CUK_GEMV_SPLIT_SWIGLU : o->norm_w ? CUK_GEMV_SPLIT_NORM : 0;
+    const int want = !o || o->swiglu_out ? 0 : o->swiglu_in ? CUK_GEMV_SPLIT_SWIGLU : o->norm_w ? CUK_GEMV_SPLIT_NORM : 0;
     if (want && (split_mask() & want) && !(o->swiglu_in && o->norm_w) && w && w->data && x && n_tok >= 1 &&
         n_tok <= CUK_GEMV_MAX_TOK && dq_pick(w, x, n_tok) && work && (uintptr_t)work % 16 == 0 &&
         work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) {
@@ -727,6 +787,18 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: bad arguments (n_tok %d)", (int)n_tok);
     if (o && o->norm_w && o->swiglu_in)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: norm and swiglu prologues are exclusive");
+    if (o && o->swiglu_out) {
+        if ((path != 0 && path != 1) || !cuk_gemv_glu_fused(w, x, n_tok, o))
+            return ai_err_set(err, AI_ERR_UNSUPPORTED,
+                              "cuk_gemv: the swiglu epilogue needs float weights (bf16 below %d tokens), an even n_out, "
+                              "aligned rows, no prologue and no accumulate",
+                              CUK_GEMV_MMA_MIN_TOK);
+        if (w->type == DTYPE_F32) launch_glu<W_F32>(s, w, x, n_tok, y);
+        else if (w->type == DTYPE_F16) launch_glu<W_F16>(s, w, x, n_tok, y);
+        else launch_glu<W_BF16>(s, w, x, n_tok, y);
+        CUK_LAUNCHED(err, "cuk_gemv (swiglu epilogue)");
+        return AI_OK;
+    }
     const int m = cuk_fuse_mode(o);
     const cuk_fuse fz = cuk_fuse_of(o);
     const size_t xstride = m == FUSE_SWIGLU ? 2 * (size_t)w->n_in : (size_t)w->n_in;
@@ -736,9 +808,7 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
     if (quant && w->n_in % 32)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: n_in %lld of %s is not a multiple of 32",
                           (long long)w->n_in, dtype_name(w->type));
-    /* 16-byte loads need 16-byte aligned rows of weights and x */
-    const int per16 = w->type == DTYPE_F32 ? 4 : 8;
-    const bool vec = w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+    const bool vec = vec_ok(w, x);
     const bool mma_ok = w->type == DTYPE_BF16 && vec && w->n_in % 32 == 0;
     if (path == 2 && !mma_ok) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no tensor-core path for this weight");
     if (path == 4 && !quant) return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: no dp4a path for %s", dtype_name(w->type));

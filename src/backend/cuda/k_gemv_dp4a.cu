@@ -145,8 +145,8 @@ __device__ __forceinline__ float4 fused4(const float *src, const float *nw, int 
         return make_float4(a.x * w.x, a.y * w.y, a.z * w.z, a.w * w.w);
     } else if constexpr (M == FUSE_SWIGLU) {
         const float4 u = __ldg(reinterpret_cast<const float4 *>(src + n_in));
-        return make_float4(a.x / (1.0f + expf(-a.x)) * u.x, a.y / (1.0f + expf(-a.y)) * u.y,
-                           a.z / (1.0f + expf(-a.z)) * u.z, a.w / (1.0f + expf(-a.w)) * u.w);
+        return make_float4(fuse_silu_mul_acc(a.x, u.x), fuse_silu_mul_acc(a.y, u.y), fuse_silu_mul_acc(a.z, u.z),
+                           fuse_silu_mul_acc(a.w, u.w));
     } else {
         (void)nw; (void)n_in; (void)sq;
         return a;

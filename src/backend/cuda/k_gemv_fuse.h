@@ -29,7 +29,10 @@
 /* FUSE_XQ, FUSE_XQ_NORM (k_gemv_dp4a.cu only): x is already rounded to int8 by cuk_gemv_dp4a_quantize
  * (the SwiGLU or the norm's x * norm_w, done there in a kernel of its own); the epilogue is FUSE_NONE's,
  * or FUSE_NORM's (1 / rms from the blocks' sum(x^2) in the rounded x). */
-enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2, FUSE_XQ = 3, FUSE_XQ_NORM = 4 };
+/* FUSE_GLU (k_gemv.cu, float weights): no prologue; the epilogue is the SwiGLU (swiglu_out): W is gate|up
+ * stacked and a CTA owns rows i of both halves, so the thread that has both dot products writes
+ * silu(gate) * up (one (n_tok, n_out / 2) output, no separate swiglu_rows kernel). */
+enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2, FUSE_XQ = 3, FUSE_XQ_NORM = 4, FUSE_GLU = 5 };
 
 /* By-value kernel argument (graph-capturable: pointers and scalars only). */
 struct cuk_fuse {
@@ -59,8 +62,11 @@ template <int M> __host__ __device__ __forceinline__ size_t fuse_x_stride(int n_
     return M == FUSE_SWIGLU ? 2 * (size_t)n_in : (size_t)n_in;
 }
 
-/* silu(g) * u with the fast exp and division (the float GEMVs; the dp4a prologue uses expf). */
+/* silu(g) * u with the fast exp and division (the float GEMVs' per-load prologue) ... */
 __device__ __forceinline__ float fuse_silu_mul(float g, float u) { return __fdividef(g, 1.0f + __expf(-g)) * u; }
+/* ... and with expf and a true division: swiglu_rows' formula, used wherever a result must match it
+ * (the staged and dp4a prologues, the FUSE_GLU epilogue, k_elementwise.cu, gemm.cu). */
+__device__ __forceinline__ float fuse_silu_mul_acc(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 /* Where a GEMV's dot loop reads x (k_gemv.cu): XS_GLOBAL: the caller's rows through L1 (__ldg);
  * XS_SMEM: a (T, n_in) copy of the fused input in shared memory, element order unchanged (f32
