@@ -118,7 +118,9 @@ static void matmul_glu_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, 
     const backend_ops *o = be->ops;
     void *c = be->ctx;
     ai_err err = {0};
-    const int64_t n_in = 1024, nx = (int64_t)n_tok * n_in, ngu = (int64_t)n_tok * 2 * n_ff, ny = (int64_t)n_tok * n_ff;
+    /* buffer lengths rounded up to 64 floats: every part starts 256-byte aligned, as the runner's do */
+    const int64_t n_in = 1024, nx = (int64_t)n_tok * n_in, ngu = ((int64_t)n_tok * 2 * n_ff + 63) & ~63,
+                  ny = ((int64_t)n_tok * n_ff + 63) & ~63;
     backend_weight w = {.type = t, .n_out = 2 * n_ff, .n_in = n_in};
     float *h = malloc((size_t)(nx + n_in + 2 * ny) * sizeof(float)), *d = NULL, *dgu = NULL;
     assert_non_null(h);
@@ -142,7 +144,7 @@ static void matmul_glu_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, 
         o->download(c, href, dref, (size_t)(2 * ny) * sizeof(float), &err))
         fail_msg("matmul_glu_check %s n_tok %d: %s", dtype_name(t), n_tok, err.msg);
     double dmax = 0, rmax = 0;
-    for (int64_t i = 0; i < ny; i++) {
+    for (int64_t i = 0; i < (int64_t)n_tok * n_ff; i++) {
         if (!isfinite(hy[i])) fail_msg("matmul_glu_check %s n_tok %d: y[%lld] = %g", dtype_name(t), n_tok, (long long)i, hy[i]);
         dmax = fmax(dmax, fabs((double)hy[i] - href[i]));
         rmax = fmax(rmax, fabs((double)href[i]));

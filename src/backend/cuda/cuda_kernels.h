@@ -133,11 +133,13 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
  * 8.680 / 8.687 -> 6.936 / 7.005 (docs/gpu.md). With the skinny wgmma GEMM on (k_skinny.cu; AIINFRA_SKINNY
  * = 1 / 0, else CUK_SKINNY_DEFAULT) bf16 weights run it from CUK_SKINNY_MIN_TOK tokens instead: H100,
  * 2026-12-06, batch 4 5.985 -> 5.729 ms against our GEMV, batch 1 5.485 -> 5.544 (so not there), batch
- * 5 / 8 4-5% faster than cuBLASLt, 12 / 16 even. Off by default until test_skinny has passed on a GPU
- * with the kernel's current x path (docs/gpu.md). */
+ * 5 / 8 4-5% faster than cuBLASLt, 12 / 16 even; with the f32 x path (2026-12-06, eighth and ninth
+ * sessions) batch 2 343.0-343.6 -> 345.7-347.5 tok/s and batch 3 500.6-501.7 -> 512.3-512.8 against our
+ * GEMV, batch 4 / 8 3.5% / 4.9% faster than before; batch 1 stays on the GEMV (5.485 -> 5.544 ms
+ * there). On by default since test_skinny passed in full on the GPU (memcheck and racecheck clean). */
 #define CUK_LT_MIN_TOK 5
-#define CUK_SKINNY_MIN_TOK 4
-#define CUK_SKINNY_DEFAULT 0
+#define CUK_SKINNY_MIN_TOK 2
+#define CUK_SKINNY_DEFAULT 1
 int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t);
 bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
