@@ -135,11 +135,6 @@ typedef struct backend_ops {
     /* matmul with a fused prologue / epilogue (backend_mm_opts; opts NULL = matmul). */
     ai_status (*matmul_ex)(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
                            const backend_mm_opts *opts, ai_err *err);
-    /* A hint that the next matmul(_ex) will read W: the backend may start moving W's first bytes
-     * towards the processor now, while the ops enqueued after this call run (CUDA: into L2, from a
-     * second stream, so it fills the time HBM would idle during the small kernels between two decode
-     * GEMVs). It changes no result. Optional: NULL = nothing to do (the CPU backend). */
-    ai_status (*prefetch)(void *ctx, const backend_weight *w, ai_err *err);
     /* Called once per weight at set-up with the largest n_tok: the backend sizes its scratch (for
      * matmul and matmul_ex). */
     ai_status (*matmul_reserve)(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err);

@@ -60,16 +60,6 @@ static ai_status attend(runner *r, const backend_attn *at, ai_err *err)
     return o->attention(r->be->ctx, &p, err);
 }
 
-/* Decode steps: right after a product, tell the backend which weight the next product reads, so a
- * GPU can stream its first bytes into L2 while the small ops between the two run (backend.h
- * prefetch; a step with prefill chunks is bound by compute, not by those gaps). */
-static ai_status hint(const runner *r, const backend_weight *w, ai_err *err)
-{
-    const backend_ops *o = r->be->ops;
-    if (!o->prefetch || r->max_q != 1) return AI_OK;
-    return o->prefetch(r->be->ctx, w, err);
-}
-
 static ai_status step_body(void *arg, ai_err *err)
 {
     runner *r = arg;
@@ -100,14 +90,12 @@ static ai_status step_body(void *arg, ai_err *err)
     const backend_mm_opts none = {0}, add = {.accumulate = true};
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
-    TRY(hint(r, r->fuse_qkv ? &r->layers[0].wqkv : &r->layers[0].wq, err));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const runner_layer *L = &r->layers[il];
-        const runner_layer *N = il + 1 < c->n_layer ? L + 1 : NULL; /* the next layer */
         const bool norm_qkv = f_norm && r->fuse_qkv, norm_gu = f_norm && r->fuse_gu;
         const backend_mm_opts attn_in = {.norm_w = L->attn_norm.data, .eps = c->norm_eps};
         const backend_mm_opts ffn_in = {.norm_w = L->ffn_norm.data, .eps = c->norm_eps};
-        const float *next = N ? N->attn_norm.data : r->output_norm.data;
+        const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
         char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
         char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
         float *q = r->q, *k = r->k, *v = r->v;
@@ -124,7 +112,6 @@ static ai_status step_body(void *arg, ai_err *err)
             TRY(o->matmul(bc, &L->wk, r->xn, n, k, err));
             TRY(o->matmul(bc, &L->wv, r->xn, n, v, err));
         }
-        TRY(hint(r, &L->wo, err));
         if (L->bq.data) {
             TRY(o->add_bias(bc, q, L->bq.data, n, qd, qs, err));
             TRY(o->add_bias(bc, k, L->bk.data, n, kvd, ks, err));
@@ -141,14 +128,11 @@ static ai_status step_body(void *arg, ai_err *err)
         at.v_cache = vc;
         at.q_stride = qs;
         TRY(attend(r, &at, err));
-        const backend_weight *w_ffn = r->fuse_gu ? &L->w_gu : &L->w_gate;
         if (f_add) {
             TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
-            TRY(hint(r, w_ffn, err));
             if (!norm_gu) TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
         } else {
             TRY(o->matmul(bc, &L->wo, r->att, n, r->tmp, err));
-            TRY(hint(r, w_ffn, err));
             TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, L->ffn_norm.data, n, dim, c->norm_eps, err));
         }
         const float *act;           /* the down product's input */
@@ -157,11 +141,9 @@ static ai_status step_body(void *arg, ai_err *err)
             backend_mm_opts gu = norm_gu ? ffn_in : none;
             gu.swiglu_out = true;
             TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->up, &gu, err));
-            TRY(hint(r, &L->w_down, err));
             act = r->up;
         } else if (r->fuse_gu) { /* gate|up rows of 2 n_ff */
             TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->gate, norm_gu ? &ffn_in : &none, err));
-            TRY(hint(r, &L->w_down, err));
             down.swiglu_in = f_swiglu;
             act = r->gate;
             if (!f_swiglu) {
@@ -171,18 +153,14 @@ static ai_status step_body(void *arg, ai_err *err)
         } else {
             TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
             TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
-            TRY(hint(r, &L->w_down, err));
             TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
             act = r->gate;
         }
-        const backend_weight *w_next = !N ? &r->output : r->fuse_qkv ? &N->wqkv : &N->wq;
         if (f_add) {
             TRY(o->matmul_ex(bc, &L->w_down, act, n, r->x, &down, err));
-            TRY(hint(r, w_next, err));
         } else {
             down.accumulate = false;
             TRY(o->matmul_ex(bc, &L->w_down, act, n, r->tmp, &down, err));
-            TRY(hint(r, w_next, err));
             TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
         }
     }

@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <cmocka.h>
 
 #include "cuda_test.h"
@@ -251,80 +250,6 @@ static void test_cuda_matmul_glu(void **state)
     backend_free(&be);
 }
 
-/* Logits of 2 sequences over a 4-token prefill and 5 decode steps (the decode key is run eagerly, then
- * captured, then replayed) on a fresh CUDA backend made with AIINFRA_PREFETCH_MB=mb. */
-static void prefetch_run(const char *path, const char *mb, float *out, size_t per_step)
-{
-    ai_err err = {0};
-    backend be;
-    setenv("AIINFRA_PREFETCH_MB", mb, 1); /* read at init */
-    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    unsetenv("AIINFRA_PREFETCH_MB");
-    model *m = NULL;
-    if (model_open(&m, path, &err) != AI_OK) fail_msg("%s", err.msg);
-    runner *r = NULL;
-    runner_params rp = {.max_tokens = 16, .max_seqs = 2, .n_ctx = 64, .block_size = 4, .kv_blocks = 16};
-    if (runner_init(&r, &be, NULL, m, NULL, &rp, &err) != AI_OK) fail_msg("runner_init: %s", err.msg);
-    int32_t toks[2][16], bt[2][8];
-    for (int s = 0; s < 2; s++) {
-        for (int j = 0; j < 16; j++) toks[s][j] = (s * 17 + j * 5 + 3) % m->cfg.n_vocab;
-        for (int j = 0; j < 8; j++) bt[s][j] = 2 * j + s;
-    }
-    for (int step = 0; step < 6; step++) {
-        runner_seq seqs[2];
-        for (int s = 0; s < 2; s++)
-            seqs[s] = (runner_seq){.tokens = toks[s] + (step ? 3 + step : 0), .q_len = step ? 1 : 4,
-                                   .seq_len = 4 + step, .block_table = bt[s]};
-        if (runner_step(r, seqs, 2, NULL, &err) != AI_OK) fail_msg("step %d: %s", step, err.msg);
-        if (runner_logits(r, out + (size_t)step * per_step, 2, &err) != AI_OK) fail_msg("%s", err.msg);
-    }
-    runner_free(r);
-    model_close(m);
-    backend_free(&be);
-}
-
-/* The L2 prefetch (backend.h prefetch; forked onto a second stream, joined at the end of each step and
- * graph) is a hint: every logit of every step, eager and from graphs, is bit-for-bit the same as with
- * it off (f32 and bf16 weights). A direct call with an unaligned weight is refused, one smaller than
- * 16 bytes is nothing to do. */
-static void test_cuda_runner_prefetch(void **state)
-{
-    CUDA_TEST_REQUIRE();
-    static const char *const paths[] = {"tests/fixtures/hf/llama", "tests/fixtures/hf/llama_bf16"};
-    for (size_t i = 0; i < 2; i++) {
-        model *m = NULL;
-        ai_err err = {0};
-        if (model_open(&m, paths[i], &err) != AI_OK) fail_msg("%s", err.msg);
-        const size_t per = 2 * (size_t)m->cfg.n_vocab;
-        model_close(m);
-        float *off = malloc(6 * per * sizeof(float)), *on = malloc(6 * per * sizeof(float));
-        assert_true(off && on);
-        prefetch_run(paths[i], "0", off, per);
-        prefetch_run(paths[i], "64", on, per);
-        for (size_t k = 0; k < 6 * per; k++)
-            if (memcmp(&off[k], &on[k], sizeof(float)))
-                fail_msg("%s: step %zu logit %zu is %.9g with the prefetch, %.9g without", paths[i], k / per, k % per,
-                         on[k], off[k]);
-        free(off);
-        free(on);
-    }
-    backend be;
-    ai_err err = {0};
-    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
-    void *mem = NULL;
-    if (be.ops->alloc(be.ctx, 4096, &mem, &err) != AI_OK) fail_msg("%s", err.msg);
-    backend_weight w = {.type = DTYPE_F32, .n_out = 7, .n_in = 9, .data = (char *)mem + 4};
-    assert_int_equal(be.ops->prefetch(be.ctx, &w, &err), AI_ERR_INVALID);
-    w.data = mem;
-    w.n_out = 1, w.n_in = 3; /* 12 bytes */
-    assert_int_equal(be.ops->prefetch(be.ctx, &w, &err), AI_OK);
-    w.n_out = 7, w.n_in = 9; /* 252 bytes: 240 prefetched */
-    assert_int_equal(be.ops->prefetch(be.ctx, &w, &err), AI_OK);
-    assert_int_equal(be.ops->sync(be.ctx, &err), AI_OK);
-    be.ops->dealloc(be.ctx, mem);
-    backend_free(&be);
-}
-
 int main(void)
 {
     cuda_test_filter();
@@ -335,7 +260,6 @@ int main(void)
         cmocka_unit_test(test_cuda_runner_real_q4_1),
         cmocka_unit_test(test_cuda_runner_sample),
         cmocka_unit_test(test_cuda_matmul_glu),
-        cmocka_unit_test(test_cuda_runner_prefetch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

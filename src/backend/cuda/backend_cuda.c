@@ -22,7 +22,6 @@
 #include "backend/cuda/k_gemv.h"
 
 #define MAX_GRAPHS 64
-#define CUK_PREFETCH_DEFAULT 0 /* 1: the L2 prefetch on without AIINFRA_PREFETCH_MB (off until measured) */
 
 typedef struct graph_slot {
     uint64_t key;
@@ -41,15 +40,6 @@ typedef struct cuda_be {
     size_t glu_n; /* floats */
     graph_slot graphs[MAX_GRAPHS];
     uint64_t tick;
-    /* cu_prefetch: L2 prefetches run on `side`, forked from `stream` after the product before them
-     * and joined back at the end of each `run` (a captured graph must end joined) */
-    cudaStream_t side;
-    cudaEvent_t fork, join;
-    bool side_open;        /* side has work not yet joined into stream */
-    bool fork_marked;      /* (prefetch_with) fork was recorded at a product of the current run */
-    size_t prefetch_bytes; /* at most this many bytes of a weight; 0 = off (AIINFRA_PREFETCH_MB) */
-    int prefetch_ctas;
-    bool prefetch_with; /* fork at the start of the product before the hint (AIINFRA_PREFETCH_AT=with) */
 } cuda_be;
 
 static void cu_free(void *ctx)
@@ -61,9 +51,6 @@ static void cu_free(void *ctx)
     if (b->mm_work) cudaFree(b->mm_work);
     if (b->glu) cudaFree(b->glu);
     cuk_gemm_free(b->gemm);
-    if (b->fork) cudaEventDestroy(b->fork);
-    if (b->join) cudaEventDestroy(b->join);
-    if (b->side) cudaStreamDestroy(b->side);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
 }
@@ -102,21 +89,9 @@ static ai_status cu_copy(void *ctx, void *dst, const void *src, size_t bytes, ai
     CUK_TRY(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream), "cuda copy");
     return AI_OK;
 }
-/* Makes `stream` wait for the prefetches forked onto `side` (nothing when none is open). */
-static ai_status side_join(cuda_be *b, ai_err *err)
-{
-    if (!b->side_open) return AI_OK;
-    b->side_open = false;
-    CUK_TRY(err, cudaEventRecord(b->join, b->side), "prefetch join");
-    CUK_TRY(err, cudaStreamWaitEvent(b->stream, b->join, 0), "prefetch join");
-    return AI_OK;
-}
-
 static ai_status cu_sync(void *ctx, ai_err *err)
 {
     cuda_be *b = ctx;
-    ai_status st = side_join(b, err);
-    if (st != AI_OK) return st;
     CUK_TRY(err, cudaStreamSynchronize(b->stream), "cuda stream");
     return AI_OK;
 }
@@ -230,30 +205,15 @@ static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t m
     if (st == AI_OK) b->mm_work_size = need;
     return st;
 }
-/* With AIINFRA_PREFETCH_AT=with, the fork point of the next cu_prefetch is the start of each product:
- * the hint given after product i then streams W_i+1 alongside product i and on through the gap. */
-static ai_status mark_product(cuda_be *b, ai_err *err)
-{
-    if (b->prefetch_with && b->prefetch_bytes) {
-        CUK_TRY(err, cudaEventRecord(b->fork, b->stream), "prefetch fork");
-        b->fork_marked = true;
-    }
-    return AI_OK;
-}
-
 static ai_status cu_matmul(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
 {
     cuda_be *b = ctx;
-    ai_status st = mark_product(b, err);
-    if (st != AI_OK) return st;
     return cuk_matmul(b->gemm, b->stream, w, x, n_tok, y, b->mm_work, b->mm_work_size, err);
 }
 static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
                               const backend_mm_opts *opts, ai_err *err)
 {
     cuda_be *b = ctx;
-    ai_status st = mark_product(b, err);
-    if (st != AI_OK) return st;
     const bool gemv = cuk_matmul_runs_gemv(b->gemm, w, n_tok);
     if (opts && opts->swiglu_out && !(gemv && cuk_gemv_glu_fused(w, x, n_tok, opts))) {
         /* no kernel fuses this case: the product into b->glu, then swiglu_rows */
@@ -264,7 +224,7 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                               CUK_GEMV_MAX_TOK, (int)n_tok);
         backend_mm_opts in = *opts;
         in.swiglu_out = false;
-        st = cu_matmul_ex(ctx, w, x, n_tok, b->glu, &in, err);
+        ai_status st = cu_matmul_ex(ctx, w, x, n_tok, b->glu, &in, err);
         return st != AI_OK ? st : cuk_swiglu_rows(b->stream, y, b->glu, n_tok, (int32_t)(w->n_out / 2), err);
     }
     if (gemv) /* the decode GEMVs, with scratch for the split SwiGLU (k_gemv.h) */
@@ -286,23 +246,6 @@ static ai_status cu_argmax(void *ctx, const float *logits, int32_t n_rows, int32
     return cuk_argmax(S(ctx), logits, n_rows, n_vocab, out, err);
 }
 
-/* The prefetch runs on the side stream, forked after the last op enqueued on the main one: it
- * starts when the product before it has finished (HBM is free from then on) and overlaps the small
- * kernels after it; in a graph it is a branch off the main chain, so the main chain's PDL edges are
- * untouched. Bytes: the first min(weight, prefetch_bytes) of the matrix (quantized weights: of the
- * quants plane), which the GEMVs read first. */
-static ai_status cu_prefetch(void *ctx, const backend_weight *w, ai_err *err)
-{
-    cuda_be *b = ctx;
-    size_t n = cuk_weight_bytes(w->type, w->n_out, w->n_in);
-    if (n > b->prefetch_bytes) n = b->prefetch_bytes;
-    if (n < 16 || !w->data) return AI_OK;
-    if (!b->prefetch_with || !b->fork_marked) CUK_TRY(err, cudaEventRecord(b->fork, b->stream), "prefetch fork");
-    CUK_TRY(err, cudaStreamWaitEvent(b->side, b->fork, 0), "prefetch fork");
-    b->side_open = true;
-    return cuk_prefetch_l2(b->side, w->data, n, b->prefetch_ctas, err);
-}
-
 static graph_slot *graph_find(cuda_be *b, uint64_t key)
 {
     graph_slot *lru = &b->graphs[0];
@@ -316,33 +259,23 @@ static graph_slot *graph_find(cuda_be *b, uint64_t key)
     return lru;
 }
 
-/* st, after joining the side stream (also when st failed: a capture must end joined). */
-static ai_status joined(cuda_be *b, ai_status st, ai_err *err)
-{
-    b->fork_marked = false;
-    const ai_status js = side_join(b, st == AI_OK ? err : NULL);
-    return st == AI_OK ? js : st;
-}
-
 static ai_status cu_run(void *ctx, uint64_t key, ai_status (*fn)(void *arg, ai_err *err), void *arg, ai_err *err)
 {
     cuda_be *b = ctx;
-    ai_status st;
-    b->fork_marked = false; /* a fork point of this run only (a capture cannot wait on an outside event) */
-    if (!key) return joined(b, fn(arg, err), err);
+    if (!key) return fn(arg, err);
     graph_slot *g = graph_find(b, key);
     g->last_use = ++b->tick;
     if (g->state == 0) { /* first sight: run eagerly so modules load and plans are made (and tuned) outside capture */
         g->state = 1;
         cuk_gemm_tuning(b->gemm, 1);
-        st = joined(b, fn(arg, err), err);
+        ai_status st = fn(arg, err);
         cuk_gemm_tuning(b->gemm, 0);
         return st;
     }
     if (g->state == 1) {
         cudaGraph_t graph = NULL;
         CUK_TRY(err, cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-        st = joined(b, fn(arg, err), err); /* a capture must end joined */
+        ai_status st = fn(arg, err);
         cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
         if (st != AI_OK) {
             if (graph) cudaGraphDestroy(graph);
@@ -443,7 +376,7 @@ static const backend_ops cuda_ops = {
     .weight_upload = cu_weight_upload, .weight_random = cu_weight_random, .fill_f32 = cu_fill_f32,
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
-    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .prefetch = cu_prefetch, .matmul_reserve = cu_matmul_reserve,
+    .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve,
     .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .kv_type_ok = cu_kv_type_ok,
     .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
@@ -480,22 +413,7 @@ ai_status backend_cuda_init(backend *out, int device, ai_err *err)
     ai_status st = AI_OK;
     if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = ai_err_set(err, AI_ERR_RUNTIME, "cuda: %s", cudaGetErrorString(e));
-    if (st == AI_OK && ((e = cudaStreamCreateWithFlags(&b->side, cudaStreamNonBlocking)) != cudaSuccess ||
-                        (e = cudaEventCreateWithFlags(&b->fork, cudaEventDisableTiming)) != cudaSuccess ||
-                        (e = cudaEventCreateWithFlags(&b->join, cudaEventDisableTiming)) != cudaSuccess))
-        st = ai_err_set(err, AI_ERR_RUNTIME, "cuda: %s", cudaGetErrorString(e));
     if (st == AI_OK) st = cuk_gemm_init(&b->gemm, err);
-    if (st == AI_OK) { /* L2 prefetch: up to half the L2 per weight, from up to half the SMs */
-        int l2 = 0, sms = 0;
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        const char *mb = getenv("AIINFRA_PREFETCH_MB"), *ctas = getenv("AIINFRA_PREFETCH_CTAS");
-        b->prefetch_bytes = mb ? (size_t)strtoul(mb, NULL, 10) << 20 : (size_t)l2 / 2 * CUK_PREFETCH_DEFAULT;
-        b->prefetch_ctas = ctas ? atoi(ctas) : sms / 2;
-        const char *at = getenv("AIINFRA_PREFETCH_AT");
-        b->prefetch_with = at && !strcmp(at, "with");
-        if (b->prefetch_ctas < 1) b->prefetch_ctas = 1;
-    }
     if (st != AI_OK) {
         cu_free(b);
         return st;

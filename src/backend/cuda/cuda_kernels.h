@@ -54,10 +54,6 @@ ai_status cuk_weight_pack(dtype t, const void *h_src, int64_t n_out, int64_t n_i
 ai_status cuk_weight_fill_random(cuk_stream s, const cuk_weight *w, uint64_t seed, float scale, ai_err *err);
 /* f32 vector of n values, all equal to value (norm weights of random models). */
 ai_status cuk_fill_f32(cuk_stream s, float *dst, int64_t n, float value, ai_err *err);
-/* Asks L2 for bytes [0, bytes) of p (k_prefetch.cu): bulk prefetches, nothing written, nothing to wait
- * for; at most max_ctas CTAs of 32 threads. p 16-byte aligned; bytes is rounded down to a multiple of
- * 16. A hint: the result of every later kernel is the same with or without it. */
-ai_status cuk_prefetch_l2(cuk_stream s, const void *p, size_t bytes, int max_ctas, ai_err *err);
 
 // --- elementwise and row kernels (k_elementwise.cu) -----------------------------------------
 
