@@ -139,6 +139,10 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
  * there). On by default since test_skinny passed in full on the GPU (memcheck and racecheck clean). */
 #define CUK_LT_MIN_TOK 5
 #define CUK_SKINNY_MIN_TOK 2
+/* ... up to CUK_SKINNY_MAX_TOK tokens; cuBLASLt above. H200, 2026-12-06 (tenth session), ms/step skinny /
+ * cuBLASLt: batch 6 4.668 / 4.718, 8 4.893-4.902 / 4.910-4.985, 10 5.044 / 4.815, 12 5.217 / 4.796, 16
+ * 5.554-5.580 / 4.961-4.965 (the H100 had 12 and 16 even). */
+#define CUK_SKINNY_MAX_TOK 8
 #define CUK_SKINNY_DEFAULT 1
 int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t);
 bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);

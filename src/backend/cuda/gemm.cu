@@ -489,7 +489,7 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     const size_t nx = (size_t)n_tok * (size_t)w->n_in;
     const bool pro = o && (o->norm_w || o->swiglu_in);
     const void *b = xh; /* the GEMM's input (invariant 1) */
-    if (t == DTYPE_BF16 && g->skinny && n_tok <= CUK_GEMV_MAX_TOK && w->n_in % 8 == 0) {
+    if (t == DTYPE_BF16 && g->skinny && n_tok <= CUK_SKINNY_MAX_TOK && w->n_in % 8 == 0) {
         /* k_skinny.cu rounds an f32 x to bf16 itself; a prologue writes its f32 result into the work */
         const float *xs = x;
         if (pro) {
