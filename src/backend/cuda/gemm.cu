@@ -385,7 +385,7 @@ extern "C" void cuk_gemm_tuning(cuk_gemm *g, int on)
     if (g) g->tune = on && !(getenv("AIINFRA_GEMM_TUNE") && !strcmp(getenv("AIINFRA_GEMM_TUNE"), "0"));
 }
 
-/* The skinny GEMM for bf16 weights at CUK_SKINNY_MIN_TOK-16 tokens: AIINFRA_SKINNY=1 / 0, else
+/* The skinny GEMM for bf16 weights at CUK_SKINNY_MIN_TOK..CUK_SKINNY_MAX_TOK tokens: AIINFRA_SKINNY=1 / 0, else
  * CUK_SKINNY_DEFAULT. */
 static bool skinny_on(void)
 {
@@ -426,9 +426,9 @@ extern "C" size_t cuk_matmul_lt_work_size(const cuk_weight *w, int64_t max_tok)
     if (!w || max_tok < 1 || w->n_in < 1 || w->n_out < 1) return 0;
     size_t n = kLtWork;
     if (is_quant(w->type)) n += align256((size_t)tile_rows(w) * (size_t)w->n_in * 2);
-    /* the GEMM's input: 16-bit x, or f32 for f32 weights and for the skinny GEMM's prologue (<= 16 tokens) */
+    /* the GEMM's input: 16-bit x, or f32 for f32 weights and for the skinny GEMM's prologue */
     const size_t x16 = (size_t)max_tok * (size_t)w->n_in * 2,
-                 x32 = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK) * (size_t)w->n_in * 4;
+                 x32 = (size_t)(max_tok < CUK_SKINNY_MAX_TOK ? max_tok : CUK_SKINNY_MAX_TOK) * (size_t)w->n_in * 4;
     if (w->type == DTYPE_F32) n += align256((size_t)max_tok * (size_t)w->n_in * 4);
     else n += align256(w->type == DTYPE_BF16 && x32 > x16 ? x32 : x16);
     return n;

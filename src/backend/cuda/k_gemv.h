@@ -18,7 +18,7 @@ ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, fl
  * bf16(x) (n_tok, n_in) . W^T, x f32 (rounded in the kernel), 1 <= n_tok <= 16; split: CTAs per
  * cluster sharing a row tile's k blocks (1, 2, 4, 8; 0 = cuk_skinny_split_pick). Weights and x
  * 16-byte aligned, n_in % 8 == 0.
- * cuk_matmul runs it (cfg 0, EARLY | EVICT) for bf16 weights at CUK_SKINNY_MIN_TOK-16 tokens when
+ * cuk_matmul runs it (cfg 0, EARLY | EVICT) for bf16 weights at CUK_SKINNY_MIN_TOK..CUK_SKINNY_MAX_TOK tokens when
  * AIINFRA_SKINNY=1 at cuk_gemm_init, or CUK_SKINNY_DEFAULT (cuda_kernels.h; docs/gpu.md). */
 ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, int accumulate,
                           int split, ai_err *err);
