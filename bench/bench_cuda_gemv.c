@@ -38,11 +38,14 @@
 static ai_err err;
 
 /* Per-launch median ms for one config: mode 0 cuk_gemv, 1 cuk_matmul_lt, 2 + v cuk_gemv_variant v,
- * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token, 4 dp4a). */
+ * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token, 4 dp4a),
+ * MODE_SKINNY: cuk_skinny_bf16 (its default ring and flags, split picked) at any n_tok <= 16. */
+#define MODE_SKINNY 1000
 static const char *variant_name;
 static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok,
                           float *y, void *work, size_t ws)
 {
+    if (mode == MODE_SKINNY) return cuk_skinny_bf16(s, w, x, n_tok, y, 0, 0, &err);
     if (mode == 1) return cuk_matmul_lt(gemm, s, w, x, n_tok, y, work, ws, &err);
     if (mode >= 2) return cuk_gemv_variant(s, w, x, y, mode - 2, &variant_name, &err);
     if (mode < 0) return cuk_gemv_path(s, w, x, n_tok, y, -mode, &err);
@@ -365,16 +368,17 @@ static const struct { const char *name; int64_t n_out, n_in; } step_mats[] = {
     {"qkv", 6144, 4096}, {"wo", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"output", 128256, 4096},
 };
 
-/* `bench_cuda_gemv R skinny`: the skinny wgmma GEMM (k_skinny.cu, through cuk_matmul_lt with
- * AIINFRA_SKINNY=1) against cuBLASLt (the same call without) and our GEMV, on the Llama-3-8B matrices at
- * n_tok 1-16: us per call and TB/s of weight bytes (cuBLASLt's row includes the kernel that rounds
- * x to bf16; the skinny GEMM rounds its f32 x itself). */
-static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
+/* `bench_cuda_gemv R skinny`: the skinny wgmma GEMM (k_skinny.cu, called directly: cuk_matmul takes it
+ * only at CUK_SKINNY_MIN_TOK..CUK_SKINNY_MAX_TOK tokens) against cuBLASLt (cuk_matmul_lt with the skinny
+ * route off) and our GEMV, on the Llama-3-8B matrices at n_tok 1-16: us per call and TB/s of weight
+ * bytes (cuBLASLt's row includes the kernel that rounds x to bf16; the skinny GEMM rounds its f32 x
+ * itself). */
+static void bench_skinny(cudaStream_t s, int reps, double copy)
 {
     static const int toks[] = {1, 4, 5, 8, 12, 16};
-    setenv("AIINFRA_SKINNY", "1", 1);
-    cuk_gemm *gs = NULL;
-    AI(cuk_gemm_init(&gs, &err));
+    setenv("AIINFRA_SKINNY", "0", 1);
+    cuk_gemm *gemm = NULL;
+    AI(cuk_gemm_init(&gemm, &err));
     unsetenv("AIINFRA_SKINNY");
     printf("%-8s %5s | %18s | %18s | %18s | %s\n", "matrix", "n_tok", "skinny us (TB/s)", "cuBLASLt us (TB/s)",
            "our GEMV us (TB/s)", "skinny vs cuBLASLt");
@@ -382,7 +386,7 @@ static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
         for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
             const int nt = toks[ti];
             const double bytes = (double)cuk_weight_bytes(DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in);
-            const double sk = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 1, gs, reps);
+            const double sk = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, MODE_SKINNY, gemm, reps);
             const double lt = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 1, gemm, reps);
             const double gv = time_config(s, DTYPE_BF16, step_mats[si].n_out, step_mats[si].n_in, nt, 0, gemm, reps);
             printf("%-8s %5d | %8.2f (%5.2f)   | %8.2f (%5.2f)   | %8.2f (%5.2f)   | %.2fx  (%.0f%% of copy)\n",
@@ -390,7 +394,7 @@ static void bench_skinny(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
                    gv * 1e3, bytes / (gv * 1e-3) / 1e12, lt / sk, 100.0 * bytes / (sk * 1e-3) / copy);
             fflush(stdout);
         }
-    cuk_gemm_free(gs);
+    cuk_gemm_free(gemm);
 }
 
 /* `bench_cuda_gemv R skinnycfg`: k_skinny.cu's ring configurations (boxes per stage x stages) by
@@ -497,7 +501,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 2 && strcmp(argv[2], "skinny") == 0) {
-        bench_skinny(s, gemm, reps, copy);
+        bench_skinny(s, reps, copy);
         cuk_gemm_free(gemm);
         cudaStreamDestroy(s);
         return 0;
