@@ -743,7 +743,8 @@ static void test_gemv_mma_splits(void **state)
  * widths, zero-filled token rows), odd n_out (a partial row tile), n_in not a multiple of the
  * 128-column stage (zero-filled k), accumulate, each ring configuration and flag; then cuk_matmul with
  * AIINFRA_SKINNY=1 on any f32 x (rounded inside: 1e-2, as cuBLASLt), plain, with the norm and SwiGLU
- * prologues and the accumulating epilogue; and the argument checks. */
+ * prologues and the accumulating epilogue, at n_tok 1 and 8 (the skinny GEMM) and 15 (above
+ * CUK_SKINNY_MAX_TOK: cuBLASLt); and the argument checks. */
 static void test_skinny(void **state)
 {
     (void)state;
