@@ -1,9 +1,10 @@
 /* k_skinny.cu - y (n_tok, n_out) f32 = bf16(x) (n_tok, n_in) . W^T for 1..16 tokens, bf16 weights, on
  * Hopper's asynchronous tensor cores (wgmma) with the weights streamed by TMA. What cuk_matmul runs
- * for bf16 weights at CUK_SKINNY_MIN_TOK (2) - 16 tokens (CUK_SKINNY_DEFAULT; AIINFRA_SKINNY=0 turns it
- * off for A/B runs). Status (H100, 2026-12-06): faster than cuBLASLt per call and than both cuBLASLt
- * and our GEMV in the step at 2-8 tokens, even at 12-16 (docs/gpu.md, "The skinny wgmma GEMM");
- * test_skinny passes in full, compute-sanitizer memcheck and racecheck clean.
+ * for bf16 weights at CUK_SKINNY_MIN_TOK (2) - CUK_SKINNY_MAX_TOK (8) tokens (CUK_SKINNY_DEFAULT;
+ * AIINFRA_SKINNY=0 turns it off for A/B runs). Status (2026-12-06): faster than cuBLASLt per call and
+ * than both cuBLASLt and our GEMV in the step at 2-8 tokens on the H100 (even at 12-16); on the H200
+ * 1.12x at 4 tokens, even at 6-8, 5-11% behind cuBLASLt at 10-16 (docs/gpu.md, "The skinny wgmma
+ * GEMM"); test_skinny passes in full, compute-sanitizer memcheck and racecheck clean (H100).
  *
  * Why: at 5-16 tokens per step our CUDA-core / mma.sync GEMVs (k_gemv.cu, k_gemv_mma.cu) keep their
  * weight bytes in flight in registers, U loads per thread, and leave HBM at 0.50-0.85 of copy; cuBLASLt
