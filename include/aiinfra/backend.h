@@ -80,6 +80,19 @@ typedef struct backend_mm_opts {
     bool accumulate;     /* y += input W^T (the residual add) instead of y = input W^T; y must not alias x */
     bool swiglu_out;     /* W is gate|up stacked (2 n_ff rows, gate first); y (n_tok, n_ff) = silu(input Wg^T) *
                           * (input Wu^T): the SwiGLU in the epilogue (not with accumulate) */
+    /* The rmsnorm split over two products (RUNNER_FUSE_DEFER, pure decode): a norm needs the sum of
+     * squares of the whole row before its first output, which the GEMV reading it cannot have before
+     * its weights stream (the prologues above pay that wait in every CTA). But rmsnorm(x) * w . W^T =
+     * r * ((x * w) . W^T) with r = 1 / sqrt(mean(x^2) + eps): so the product that finishes x (wo or
+     * down, accumulating into the residual) also writes x * w and adds up x^2 as each element is
+     * final, and the product that reads it scales its results by r. No kernel in between. */
+    const double *in_ss; /* (n_tok) or NULL: x rows are already times the norm weight; row t's product is
+                          * multiplied by 1 / sqrt(in_ss[t] / n_in + eps) (not with norm_w or swiglu_in) */
+    float *out_xn;       /* (n_tok, n_out) or NULL: out_xn = final y * out_nw, row by row ... */
+    const float *out_nw; /* (n_out) */
+    double *out_ss;      /* ... and out_ss[t] += sum over row t of final y^2, in double (the caller zeroes it;
+                          * a GPU adds per block with atomics, and the double sum rounded to float gives
+                          * the same r whatever the order except within ~2^-29 of a float tie) */
 } backend_mm_opts;
 
 typedef struct backend_ops {
@@ -142,6 +155,10 @@ typedef struct backend_ops {
      * writes a 16-bit input (the runner then fuses as for large steps). Optional: NULL =
      * RUNNER_FUSE_GEMV_TOK + 1. */
     int32_t (*matmul_gemm_min_tok)(void *ctx, dtype t);
+    /* Whether matmul_ex of weights of type t at n_tok tokens does in_ss / out_xn inside its kernel
+     * (otherwise it composes them from extra passes, which the runner's default then avoids).
+     * Optional: NULL = never. */
+    bool (*matmul_fuses_defer)(void *ctx, dtype t, int32_t n_tok);
     /* Whether rope_store and attention take a KV cache of dtype t. Optional: NULL = f16 and f32 only. */
     bool (*kv_type_ok)(void *ctx, dtype t);
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);

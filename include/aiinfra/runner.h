@@ -47,6 +47,10 @@ typedef struct runner_params {
 #define RUNNER_FUSE_EXACT 8u  /* use exactly the bits given (RUNNER_FUSE_EXACT alone: no fusion) */
 #define RUNNER_FUSE_GLU 16u   /* silu(gate) * up in the gate|up product's epilogue (backend_mm_opts.swiglu_out);
                                * only in steps the backend serves with its GEMV, ignored in larger ones */
+#define RUNNER_FUSE_DEFER 32u /* the norms split over the products around them (backend_mm_opts.in_ss / out_*):
+                               * the residual-writing product also writes x * norm_w and sum(x^2), the
+                               * reading one scales by 1 / rms; pure decode steps of GEMV size only;
+                               * implies add and replaces norm there */
 #define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
                                * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
                                * three for quantized ones; in larger steps all three */

@@ -261,6 +261,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
+    r->wt = wt;
     r->gemm_min_tok = be->ops->matmul_gemm_min_tok ? be->ops->matmul_gemm_min_tok(be->ctx, wt) : RUNNER_FUSE_GEMV_TOK + 1;
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
     switch (d.kv_dtype) {
@@ -313,7 +314,8 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     size_t sz[] = {T * (size_t)c->dim * f, T * (size_t)c->dim * f, T * (qd + kvd + kvdv) * f, T * kvd * f, T * kvdv * f,
                    T * ad * f, T * (size_t)c->dim * f, 2 * T * (size_t)c->n_ff * f, T * (size_t)c->n_ff * f,
                    S * (size_t)c->dim * f,
-                   S * (size_t)c->n_vocab * f, (size_t)(c->rope_dim / 2) * f, r->meta_ints * sizeof(int32_t)};
+                   S * (size_t)c->n_vocab * f, (size_t)(c->rope_dim / 2) * f, r->meta_ints * sizeof(int32_t),
+                   (2 * (size_t)c->n_layer + 1) * RUNNER_FUSE_GEMV_TOK * sizeof(double)};
     enum { N_SZ = sizeof sz / sizeof sz[0] };
     backend_attn aw = {.kv_type = r->kv_type, .n_seq = d.max_seqs, .n_tok = d.max_tokens, .max_blocks = r->max_blocks,
                        .max_q_len = d.max_tokens, .max_seq_len = d.n_ctx, .n_head = c->n_head,
@@ -326,7 +328,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     char *a = r->arena;
     void **dst[N_SZ] = {(void **)&r->x, (void **)&r->xn, (void **)&r->q, (void **)&r->k, (void **)&r->v,
                         (void **)&r->att, (void **)&r->tmp, (void **)&r->gate, (void **)&r->up, (void **)&r->xl,
-                        (void **)&r->logits, (void **)&r->rope_factors, (void **)&r->d_meta};
+                        (void **)&r->logits, (void **)&r->rope_factors, (void **)&r->d_meta, (void **)&r->ss};
     for (int i = 0; i < N_SZ; i++) {
         *dst[i] = a;
         a += al(sz[i]);
@@ -402,7 +404,11 @@ int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
 bool runner_step_gemm(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok; }
 unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
-    return runner_step_gemm(r, n_tok) ? r->fuse_big & ~RUNNER_FUSE_GLU : r->fuse;
+    if (runner_step_gemm(r, n_tok)) return r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_DEFER);
+    const backend_ops *o = r->be->ops;
+    if (r->defer_auto && !o->matmul_fuses_defer(r->be->ctx, r->wt, n_tok))
+        return r->fuse & ~RUNNER_FUSE_DEFER;
+    return r->fuse;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

@@ -23,6 +23,8 @@ struct runner {
     bool fuse_qkv, fuse_gu;      /* stacked projections (backends with weight_upload) */
     unsigned fuse, fuse_big;     /* RUNNER_FUSE_* bits in use (p.fuse, AUTO resolved): fuse in steps of fewer
                                   * than gemm_min_tok tokens, fuse_big in larger ones */
+    bool defer_auto;             /* AUTO chose RUNNER_FUSE_DEFER: only in steps whose products fuse it */
+    dtype wt;                    /* the layer weights' type */
     int32_t gemm_min_tok;        /* backend matmul_gemm_min_tok of the layer weights' type */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */
@@ -31,6 +33,7 @@ struct runner {
     float k_scale, v_scale;      /* f8_e4m3 cache: stored = fp8(x / scale) */
     void *arena;
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up, *xl, *logits;
+    double *ss;                  /* RUNNER_FUSE_DEFER: sums of squares, (2 n_layer + 1, RUNNER_FUSE_GEMV_TOK) */
     int32_t *d_meta, *h_meta;    /* step metadata, device and host copies (meta_ints ints) */
     size_t meta_ints;
     void *attn_work;

@@ -14,6 +14,8 @@
  * with stacked q|k|v and gate|up weights a layer is 6 ops (matmul_ex x4, rope_store, attention)
  * instead of 9, which at batch 1 on a GPU is ~3 launch latencies per layer. Where a product is not
  * stacked, the norm goes once into xn and the SwiGLU is its own op (the unfused sequence).
+ * The split norm (RUNNER_FUSE_DEFER, pure decode steps): wo and down also write x * norm_w and the
+ * rows' sum of squares as they finish x, and the next product scales by 1 / rms: no norm kernel.
  * Decode steps (q_len 1 everywhere) go through backend->run with a key per (batch size, context
  * bucket), so a GPU backend replays one captured graph per step instead of ~6 launches per layer.
  * The step's launch shapes depend on the key alone: the context bound is rounded up to a power of
@@ -86,31 +88,43 @@ static ai_status step_body(void *arg, ai_err *err)
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
     const unsigned fuse = runner_fusions(r, n);
     const bool f_norm = fuse & RUNNER_FUSE_NORM, f_swiglu = fuse & RUNNER_FUSE_SWIGLU;
-    const bool f_add = fuse & RUNNER_FUSE_ADD, f_glu = fuse & RUNNER_FUSE_GLU;
-    const backend_mm_opts none = {0}, add = {.accumulate = true};
+    const bool f_glu = fuse & RUNNER_FUSE_GLU;
+    /* defer: the split norm (backend_mm_opts.in_ss / out_*), in pure decode steps (row t is sequence
+     * t's only token, so the logits need no gather) of GEMV size; the sums of squares go to slot 2 il
+     * (attention input of layer il), 2 il + 1 (its FFN input), 2 n_layer (the output norm), n each. */
+    const bool f_defer = (fuse & RUNNER_FUSE_DEFER) && n == r->n_seq && n <= RUNNER_FUSE_GEMV_TOK;
+    const bool f_add = (fuse & RUNNER_FUSE_ADD) || f_defer;
+    const backend_mm_opts add = {.accumulate = true};
+#define SS_SLOT(j) (r->ss + (size_t)(j) * (size_t)n)
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
+    if (f_defer) TRY(o->fill_f32(bc, (float *)r->ss, 2 * (2 * (int64_t)c->n_layer + 1) * n, 0.0f, err));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const runner_layer *L = &r->layers[il];
-        const bool norm_qkv = f_norm && r->fuse_qkv, norm_gu = f_norm && r->fuse_gu;
+        const bool defer_qkv = f_defer && il > 0; /* (layer 0's norm reads the embedding: a kernel) */
+        const bool norm_qkv = f_norm && r->fuse_qkv && !defer_qkv, norm_gu = f_norm && r->fuse_gu && !f_defer;
         const backend_mm_opts attn_in = {.norm_w = L->attn_norm.data, .eps = c->norm_eps};
         const backend_mm_opts ffn_in = {.norm_w = L->ffn_norm.data, .eps = c->norm_eps};
+        /* the plain products' options: with defer, the scale by 1 / rms of their input */
+        const backend_mm_opts qkv_o = {.in_ss = defer_qkv ? SS_SLOT(2 * il) : NULL, .eps = c->norm_eps};
+        const backend_mm_opts gu_o = {.in_ss = f_defer ? SS_SLOT(2 * il + 1) : NULL, .eps = c->norm_eps};
         const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
         char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
         char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
         float *q = r->q, *k = r->k, *v = r->v;
         int64_t qs = qd, ks = kvd, vs = kvdv; /* row strides */
-        if (!norm_qkv && (il == 0 || f_add)) /* (without add, the previous add_rmsnorm made xn) */
+        /* (without add, the previous add_rmsnorm made xn; with defer, the previous down product) */
+        if (!norm_qkv && !defer_qkv && (il == 0 || f_add))
             TRY(o->rmsnorm(bc, r->xn, r->x, L->attn_norm.data, n, dim, c->norm_eps, err));
         if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv */
-            TRY(o->matmul_ex(bc, &L->wqkv, norm_qkv ? r->x : r->xn, n, r->q, norm_qkv ? &attn_in : &none, err));
+            TRY(o->matmul_ex(bc, &L->wqkv, norm_qkv ? r->x : r->xn, n, r->q, norm_qkv ? &attn_in : &qkv_o, err));
             k = q + qd;
             v = k + kvd;
             qs = ks = vs = qd + kvd + kvdv;
         } else {
-            TRY(o->matmul(bc, &L->wq, r->xn, n, q, err));
-            TRY(o->matmul(bc, &L->wk, r->xn, n, k, err));
-            TRY(o->matmul(bc, &L->wv, r->xn, n, v, err));
+            TRY(o->matmul_ex(bc, &L->wq, r->xn, n, q, &qkv_o, err));
+            TRY(o->matmul_ex(bc, &L->wk, r->xn, n, k, &qkv_o, err));
+            TRY(o->matmul_ex(bc, &L->wv, r->xn, n, v, &qkv_o, err));
         }
         if (L->bq.data) {
             TRY(o->add_bias(bc, q, L->bq.data, n, qd, qs, err));
@@ -128,7 +142,11 @@ static ai_status step_body(void *arg, ai_err *err)
         at.v_cache = vc;
         at.q_stride = qs;
         TRY(attend(r, &at, err));
-        if (f_add) {
+        if (f_defer) { /* x += att Wo^T, xn = x * ffn_norm, its sum of squares */
+            const backend_mm_opts wo_o = {.accumulate = true, .out_xn = r->xn, .out_nw = L->ffn_norm.data,
+                                          .out_ss = SS_SLOT(2 * il + 1)};
+            TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &wo_o, err));
+        } else if (f_add) {
             TRY(o->matmul_ex(bc, &L->wo, r->att, n, r->x, &add, err));
             if (!norm_gu) TRY(o->rmsnorm(bc, r->xn, r->x, L->ffn_norm.data, n, dim, c->norm_eps, err));
         } else {
@@ -138,12 +156,12 @@ static ai_status step_body(void *arg, ai_err *err)
         const float *act;           /* the down product's input */
         backend_mm_opts down = add; /* its options */
         if (r->fuse_gu && f_glu) { /* the SwiGLU in the gate|up product's epilogue */
-            backend_mm_opts gu = norm_gu ? ffn_in : none;
+            backend_mm_opts gu = norm_gu ? ffn_in : gu_o;
             gu.swiglu_out = true;
             TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->up, &gu, err));
             act = r->up;
         } else if (r->fuse_gu) { /* gate|up rows of 2 n_ff */
-            TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->gate, norm_gu ? &ffn_in : &none, err));
+            TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->gate, norm_gu ? &ffn_in : &gu_o, err));
             down.swiglu_in = f_swiglu;
             act = r->gate;
             if (!f_swiglu) {
@@ -151,10 +169,15 @@ static ai_status step_body(void *arg, ai_err *err)
                 act = r->up;
             }
         } else {
-            TRY(o->matmul(bc, &L->w_gate, r->xn, n, r->gate, err));
-            TRY(o->matmul(bc, &L->w_up, r->xn, n, r->up, err));
+            TRY(o->matmul_ex(bc, &L->w_gate, r->xn, n, r->gate, &gu_o, err));
+            TRY(o->matmul_ex(bc, &L->w_up, r->xn, n, r->up, &gu_o, err));
             TRY(o->swiglu(bc, r->gate, r->gate, r->up, (int64_t)n * c->n_ff, err));
             act = r->gate;
+        }
+        if (f_defer) { /* x += act Wd^T, xn = x * the next norm's weight, its sum of squares */
+            down.out_xn = r->xn;
+            down.out_nw = next;
+            down.out_ss = SS_SLOT(2 * il + 2);
         }
         if (f_add) {
             TRY(o->matmul_ex(bc, &L->w_down, act, n, r->x, &down, err));
@@ -164,7 +187,10 @@ static ai_status step_body(void *arg, ai_err *err)
             TRY(o->add_rmsnorm(bc, r->x, r->tmp, r->xn, next, n, dim, c->norm_eps, err));
         }
     }
-    if (f_norm) {
+    if (f_defer) { /* xn rows are the sequences' last rows already */
+        const backend_mm_opts out_in = {.in_ss = SS_SLOT(2 * c->n_layer), .eps = c->norm_eps};
+        TRY(o->matmul_ex(bc, &r->output, r->xn, r->n_seq, r->logits, &out_in, err));
+    } else if (f_norm) {
         const backend_mm_opts out_in = {.norm_w = r->output_norm.data, .eps = c->norm_eps};
         TRY(o->gather_rows(bc, r->xl, r->x, meta(r, META_LAST, true), r->n_seq, dim, err));
         TRY(o->matmul_ex(bc, &r->output, r->xl, r->n_seq, r->logits, &out_in, err));
@@ -174,6 +200,7 @@ static ai_status step_body(void *arg, ai_err *err)
         TRY(o->matmul(bc, &r->output, r->xl, r->n_seq, r->logits, err));
     }
     return o->argmax(bc, r->logits, r->n_seq, c->n_vocab, meta(r, META_OUT, true), err);
+#undef SS_SLOT
 }
 
 static int32_t pow2_at_least(int32_t v, int32_t lo)

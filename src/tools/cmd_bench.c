@@ -3,7 +3,7 @@
  *
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
- *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu] [--threads N] [--seed S] [--json]
+ *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--threads N] [--seed S] [--json]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
  * into each step), then G decode steps run for all B at once (greedy). Reported: prefill tok/s,
@@ -30,7 +30,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu] [--kv-cache-dtype auto|f16|fp8]\n"
+            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--kv-cache-dtype auto|f16|fp8]\n"
             "                     [--threads N] [--seed S] [--json]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
@@ -57,7 +57,8 @@ typedef struct bench_opts {
 static bool parse_fuse(const char *v, unsigned *out)
 {
     static const struct { const char *name; unsigned bit; } names[] = {
-        {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"glu", RUNNER_FUSE_GLU}, {"none", 0},
+        {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"glu", RUNNER_FUSE_GLU},
+        {"defer", RUNNER_FUSE_DEFER}, {"none", 0},
         {"all", RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD}};
     *out = RUNNER_FUSE_EXACT;
     if (!strcmp(v, "auto")) return *out = RUNNER_FUSE_AUTO, true;
@@ -124,10 +125,11 @@ static ai_status open_backend(const bench_opts *o, backend *be, ai_err *err)
 }
 
 /* "none" or the RUNNER_FUSE_* names joined by commas */
-static void fuse_name(char out[32], unsigned fu)
+static void fuse_name(char out[40], unsigned fu)
 {
-    snprintf(out, 32, "%s%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
-             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "", fu & RUNNER_FUSE_GLU ? "glu," : "");
+    snprintf(out, 40, "%s%s%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
+             fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "", fu & RUNNER_FUSE_GLU ? "glu," : "",
+             fu & RUNNER_FUSE_DEFER ? "defer," : "");
     if (fu) out[strlen(out) - 1] = 0;
 }
 
@@ -259,7 +261,7 @@ int cmd_bench(int argc, char **argv)
     double prefill_bound = mm_tflops > 0 ? (double)B * P / (pf_flops / (mm_tflops * 1e12)) : 0;
 
     const char *src = m ? o.model : o.arch;
-    char fuse[32], fuse_pf[32]; /* the fusions of a decode step (B tokens) and of a prefill step */
+    char fuse[40], fuse_pf[40]; /* the fusions of a decode step (B tokens) and of a prefill step */
     fuse_name(fuse, runner_fusions(r, B));
     fuse_name(fuse_pf, runner_fusions(r, chunk));
     if (o.json) {

@@ -163,13 +163,104 @@ static void matmul_glu_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, 
     free(h);
 }
 
+/* matmul_ex's split norm (backend_mm_opts in_ss / out_*) against its definition on the same backend, a
+ * (2 n_ff) x 1024 weight of type t and n_tok rows of x:
+ *  - out: y = y0 + x W^T, xn = y * nw, ss = 0.5 + sum(y^2): against matmul, then the host's add,
+ *    product and double sum (the same product: tolerance 1e-5 relative, ss 1e-5);
+ *  - in: y = x W^T / sqrt(ss_t / 1024 + eps), and with the SwiGLU epilogue silu(r g) * (r u): against
+ *    matmul scaled on the host (in_tol: a backend may scale x before rounding it to 16 bits);
+ *  - the refusals: in_ss with a prologue, out_xn without its sums. */
+static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, double in_tol)
+{
+    const backend_ops *o = be->ops;
+    void *c = be->ctx;
+    ai_err err = {0};
+    const int64_t n_in = 1024, n_out = 2 * n_ff, nx = (int64_t)n_tok * n_in, ny = ((int64_t)n_tok * n_out + 63) & ~63;
+    backend_weight w = {.type = t, .n_out = n_out, .n_in = n_in};
+    /* host: x, nw (n_out), y0, then results: ref, y, xn, glu */
+    float *h = malloc((size_t)(nx + n_out + 5 * ny) * sizeof(float)), *d = NULL;
+    double hss[2][16], *dss = NULL; /* [0] in, [1] out */
+    assert_non_null(h);
+    assert_true(n_tok <= 16);
+    float *hnw = h + nx, *hy0 = hnw + n_out, *href = hy0 + ny, *hy = href + ny, *hxn = hy + ny, *hg = hxn + ny;
+    uint64_t st = 0xD1B54A32D192ED03ull ^ (uint64_t)(t * 131 + n_tok);
+    for (int64_t i = 0; i < nx + n_out + ny; i++) { /* x, y0 in [-1, 1), norm weights in [0.5, 1.5) */
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+        if (i >= nx && i < nx + n_out) h[i] = h[i] * 0.5f + 1.0f;
+    }
+    for (int32_t k = 0; k < n_tok; k++) hss[0][k] = 300.0 * (k + 1), hss[1][k] = 0.5;
+    if (o->alloc(c, o->weight_bytes(c, t, n_out, n_in), &w.data, &err) ||
+        o->alloc(c, (size_t)(nx + n_out + 5 * ny) * sizeof(float), (void **)&d, &err) ||
+        o->alloc(c, sizeof hss, (void **)&dss, &err) || o->weight_random(c, &w, 23 + (uint64_t)t, 0.05f, &err) ||
+        o->matmul_reserve(c, &w, n_tok, &err) || o->upload(c, d, h, (size_t)(nx + n_out + ny) * sizeof(float), &err) ||
+        o->upload(c, dss, hss, sizeof hss, &err))
+        fail_msg("matmul_defer_check set-up: %s", err.msg);
+    float *dx = d, *dnw = d + nx, *dy0 = dnw + n_out, *dref = dy0 + ny, *dy = dref + ny, *dxn = dy + ny, *dg = dxn + ny;
+    const backend_mm_opts out = {.accumulate = true, .out_xn = dxn, .out_nw = dnw, .out_ss = dss + 16};
+    const backend_mm_opts in = {.in_ss = dss, .eps = 1e-5f}, glu = {.in_ss = dss, .eps = 1e-5f, .swiglu_out = true};
+    if (o->matmul(c, &w, dx, n_tok, dref, &err) || o->copy(c, dy, dy0, (size_t)ny * sizeof(float), &err) ||
+        o->matmul_ex(c, &w, dx, n_tok, dy, &out, &err) ||
+        o->download(c, href, dref, (size_t)(3 * ny) * sizeof(float), &err) ||
+        o->download(c, hss, dss, sizeof hss, &err))
+        fail_msg("matmul_defer_check %s n_tok %d (out): %s", dtype_name(t), n_tok, err.msg);
+    double dmax = 0, rmax = 0, xmax = 0;
+    for (int32_t k = 0; k < n_tok; k++) {
+        double ss = 0.5;
+        for (int64_t j = 0; j < n_out; j++) {
+            const int64_t i = k * n_out + j;
+            const float want = hy0[i] + href[i];
+            ss += (double)want * want;
+            dmax = fmax(dmax, fabs((double)hy[i] - want));
+            rmax = fmax(rmax, fabs((double)want));
+            xmax = fmax(xmax, fabs((double)hxn[i] - (double)want * hnw[j]));
+        }
+        if (!(fabs(hss[1][k] - ss) <= 1e-5 * ss))
+            fail_msg("matmul_defer_check %s n_tok %d: sum of squares %.9g, want %.9g", dtype_name(t), n_tok, hss[1][k], ss);
+    }
+    if (!(dmax <= 1e-5 * rmax) || !(xmax <= 1.5e-5 * rmax))
+        fail_msg("matmul_defer_check %s n_tok %d (out): max diff y %.3g xn %.3g of max %.3g", dtype_name(t), n_tok, dmax,
+                 xmax, rmax);
+    if (o->matmul_ex(c, &w, dx, n_tok, dy, &in, &err) || o->matmul_ex(c, &w, dx, n_tok, dg, &glu, &err) ||
+        o->download(c, hy, dy, (size_t)ny * sizeof(float), &err) ||
+        o->download(c, hg, dg, (size_t)ny * sizeof(float), &err))
+        fail_msg("matmul_defer_check %s n_tok %d (in): %s", dtype_name(t), n_tok, err.msg);
+    dmax = rmax = 0;
+    double gmax = 0, grmax = 0;
+    for (int32_t k = 0; k < n_tok; k++) {
+        const double r = 1.0 / sqrt(300.0 * (k + 1) / 1024.0 + 1e-5);
+        for (int64_t j = 0; j < n_out; j++) {
+            const double want = href[k * n_out + j] * r;
+            dmax = fmax(dmax, fabs(hy[k * n_out + j] - want));
+            rmax = fmax(rmax, fabs(want));
+        }
+        for (int64_t j = 0; j < n_ff; j++) {
+            const double g = href[k * n_out + j] * r, u = href[k * n_out + n_ff + j] * r, want = g / (1 + exp(-g)) * u;
+            gmax = fmax(gmax, fabs(hg[k * n_ff + j] - want));
+            grmax = fmax(grmax, fabs(want));
+        }
+    }
+    if (!(dmax <= in_tol * rmax) || !(gmax <= in_tol * grmax))
+        fail_msg("matmul_defer_check %s n_tok %d (in): max diff %.3g of %.3g, with swiglu %.3g of %.3g (tolerance %.1g)",
+                 dtype_name(t), n_tok, dmax, rmax, gmax, grmax, in_tol);
+    const backend_mm_opts bad1 = {.in_ss = dss, .norm_w = dnw}, bad2 = {.out_xn = dxn, .out_nw = dnw};
+    assert_int_equal(o->matmul_ex(c, &w, dx, n_tok, dy, &bad1, &err), AI_ERR_INVALID);
+    assert_int_equal(o->matmul_ex(c, &w, dx, n_tok, dy, &bad2, &err), AI_ERR_INVALID);
+    o->dealloc(c, dss);
+    o->dealloc(c, d);
+    o->dealloc(c, w.data);
+    free(h);
+}
+
 /* The fusion sets every backend is checked with: each combination of norm, swiglu and add, the SwiGLU
- * epilogue alone and with the others (it replaces the swiglu prologue), then AUTO. */
+ * epilogue alone and with the others (it replaces the swiglu prologue), the split norm alone and with
+ * the others (it replaces norm and implies add in pure decode steps), then AUTO. */
 #define RC_X RUNNER_FUSE_EXACT
 static const unsigned runner_check_fusions[] = {
     RC_X, RC_X | 1, RC_X | 2, RC_X | 3, RC_X | 4, RC_X | 5, RC_X | 6, RC_X | 7, RC_X | RUNNER_FUSE_GLU,
     RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_NORM, RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_ADD, RC_X | RUNNER_FUSE_GLU | 7,
-    RUNNER_FUSE_AUTO};
+    RC_X | RUNNER_FUSE_DEFER, RC_X | RUNNER_FUSE_DEFER | RUNNER_FUSE_SWIGLU, RC_X | RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU,
+    RC_X | RUNNER_FUSE_DEFER | 7, RUNNER_FUSE_AUTO};
 #undef RC_X
 
 static const char *const runner_check_models[] = {

@@ -250,6 +250,26 @@ static void test_cuda_matmul_glu(void **state)
     backend_free(&be);
 }
 
+/* matmul_ex's split norm on the CUDA backend (runner_check.h): done in the store of every decode GEMV
+ * (float, tensor-core, dp4a: the same product as the reference, so 1e-5), composed around the skinny
+ * GEMM and cuBLASLt (x scaled before it is rounded to 16 bits: 1e-2 on the input side). */
+static void test_cuda_matmul_defer(void **state)
+{
+    CUDA_TEST_REQUIRE();
+    backend be;
+    ai_err err = {0};
+    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+    static const int32_t toks[] = {1, 2, 3, 4, 5, 8, 9, 16};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
+            const double tol = be.ops->matmul_fuses_defer(be.ctx, types[i], toks[k]) ? 1e-5 : 1e-2;
+            matmul_defer_check(&be, types[i], 2053, toks[k], tol);
+            matmul_defer_check(&be, types[i], 48, toks[k], tol);
+        }
+    backend_free(&be);
+}
+
 int main(void)
 {
     cuda_test_filter();
@@ -260,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_cuda_runner_real_q4_1),
         cmocka_unit_test(test_cuda_runner_sample),
         cmocka_unit_test(test_cuda_matmul_glu),
+        cmocka_unit_test(test_cuda_matmul_defer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,19 @@ static void test_cpu_matmul_glu(void **state)
     backend_free(&be);
 }
 
+/* The CPU composes the split norm from passes of its own (runner_check.h); bf16 and quantized products
+ * round the scaled x, hence 1e-2 for the input side there. */
+static void test_cpu_matmul_defer(void **state)
+{
+    backend be;
+    ai_err err = {0};
+    if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (int32_t n_tok = 1; n_tok <= 5; n_tok += 2) matmul_defer_check(&be, types[i], 48, n_tok, types[i] == DTYPE_F32 ? 1e-5 : 1e-2);
+    backend_free(&be);
+}
+
 /* Rounded KV caches against the f32 forward. Rounding K and V to a p-bit mantissa perturbs each stored
  * value by at most u = 2^-p relative (f16: 2^-11, fp8 e4m3: 2^-4, below 448 * scale and above its
  * subnormals); the logits move by a first-order multiple of u. Over these 7 models the worst relative
@@ -305,6 +318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_runner_matches_forward),
         cmocka_unit_test(test_cpu_matmul_glu),
+        cmocka_unit_test(test_cpu_matmul_defer),
         cmocka_unit_test(test_cpu_runner_kv_fp8),
         cmocka_unit_test(test_cpu_fp8_kv_ops),
         cmocka_unit_test(test_runner_kv_dtype_checks),

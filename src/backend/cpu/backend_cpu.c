@@ -230,9 +230,11 @@ static ai_status cb_matmul(void *ctx, const backend_weight *w, const float *x, i
     return cpu_matmul(b->pool, b->isa, w->type, w->data, w->n_out, w->n_in, x, n_tok, y, b->work, b->work_size, err);
 }
 
-/* The composition the fused GPU kernels must match: rmsnorm or swiglu_rows into `pre`, the matmul
- * (into `acc` when accumulating or with the swiglu epilogue), then y += acc or y = swiglu_rows(acc). The same ops in the same order as the unfused
- * sequence, so the CPU forward is bit-for-bit what it was before matmul_ex. */
+/* The composition the fused GPU kernels must match: rmsnorm or swiglu_rows into `pre` (in_ss: x times
+ * its row's 1 / rms), the matmul (into `acc` when accumulating or with the swiglu epilogue), then
+ * y += acc or y = swiglu_rows(acc), then (out_xn) y * out_nw and the rows' sum of y^2 in double. The
+ * norm and SwiGLU options are the same ops in the same order as the unfused sequence, so the CPU
+ * forward with them is bit-for-bit what it was before matmul_ex. */
 static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
                               const backend_mm_opts *o, ai_err *err)
 {
@@ -242,7 +244,11 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: the norm and swiglu prologues are exclusive");
     if (o->swiglu_out && (o->accumulate || w->n_out % 2))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: the swiglu epilogue needs an even n_out and no accumulate");
-    const bool pro = o->norm_w || o->swiglu_in, via_acc = o->accumulate || o->swiglu_out;
+    if (o->in_ss && (o->norm_w || o->swiglu_in))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes a finished input (no norm or swiglu prologue)");
+    if (o->out_xn && (!o->out_nw || !o->out_ss || o->swiglu_out))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: out_xn needs out_nw and out_ss (and no swiglu epilogue)");
+    const bool pro = o->norm_w || o->swiglu_in || o->in_ss, via_acc = o->accumulate || o->swiglu_out;
     const size_t nin = (size_t)n_tok * (size_t)w->n_in, nout = (size_t)n_tok * (size_t)w->n_out;
     if (n_tok < 1 || (pro && nin > b->pre_n) || (via_acc && nout > b->acc_n))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: %d rows of %lld -> %lld: scratch not reserved (matmul_reserve)",
@@ -250,12 +256,28 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
     const float *in = x;
     if (o->norm_w) cb_rmsnorm(ctx, b->pre, x, o->norm_w, n_tok, (int32_t)w->n_in, o->eps, err);
     else if (o->swiglu_in) cb_swiglu_rows(ctx, b->pre, x, n_tok, (int32_t)w->n_in, err);
+    else if (o->in_ss)
+        for (int32_t t = 0; t < n_tok; t++) {
+            const float r = 1.0f / sqrtf((float)(o->in_ss[t] / (double)w->n_in) + o->eps);
+            for (int64_t i = 0; i < w->n_in; i++) b->pre[t * w->n_in + i] = x[t * w->n_in + i] * r;
+        }
     if (pro) in = b->pre;
     float *out = via_acc ? b->acc : y;
     ai_status st = cb_matmul(ctx, w, in, n_tok, out, err);
-    if (st != AI_OK || !via_acc) return st;
+    if (st != AI_OK) return st;
     if (o->swiglu_out) return cb_swiglu_rows(ctx, y, out, n_tok, (int32_t)(w->n_out / 2), err);
-    for (size_t i = 0; i < nout; i++) y[i] += out[i];
+    if (via_acc)
+        for (size_t i = 0; i < nout; i++) y[i] += out[i];
+    if (o->out_xn)
+        for (int32_t t = 0; t < n_tok; t++) {
+            const float *yr = y + t * w->n_out;
+            double ss = 0;
+            for (int64_t i = 0; i < w->n_out; i++) {
+                ss += (double)yr[i] * yr[i];
+                o->out_xn[t * w->n_out + i] = yr[i] * o->out_nw[i];
+            }
+            o->out_ss[t] += ss;
+        }
     return AI_OK;
 }
 

@@ -38,6 +38,8 @@ typedef struct cuda_be {
     size_t mm_work_size;
     float *glu;   /* matmul_ex's swiglu_out where no kernel fuses it: the product (<= 16 rows, n_out) */
     size_t glu_n; /* floats */
+    float *pre;   /* matmul_ex's in_ss where no kernel fuses it: the scaled input (<= 16 rows, n_in) */
+    size_t pre_n; /* floats */
     graph_slot graphs[MAX_GRAPHS];
     uint64_t tick;
 } cuda_be;
@@ -50,6 +52,7 @@ static void cu_free(void *ctx)
         if (b->graphs[i].state == 2) cudaGraphExecDestroy(b->graphs[i].exec);
     if (b->mm_work) cudaFree(b->mm_work);
     if (b->glu) cudaFree(b->glu);
+    if (b->pre) cudaFree(b->pre);
     cuk_gemm_free(b->gemm);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
@@ -183,25 +186,32 @@ static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const in
     return cuk_gather_rows(S(ctx), out, in, idx, n, dim, err);
 }
 
+/* Grows the scratch *buf to n floats (set-up only). */
+static ai_status grow_f32(void *ctx, float **buf, size_t *have, size_t n, ai_err *err)
+{
+    if (n <= *have) return AI_OK;
+    if (*buf) cudaFree(*buf);
+    *buf = NULL;
+    *have = 0;
+    ai_status st = cu_alloc(ctx, n * sizeof(float), (void **)buf, err);
+    if (st == AI_OK) *have = n;
+    return st;
+}
+
 static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err)
 {
     cuda_be *b = ctx;
     size_t need = cuk_matmul_work_size(w, max_tok), gemv = cuk_gemv_work_size(w, max_tok);
     if (gemv > need) need = gemv;
-    const size_t glu = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK) * (size_t)w->n_out;
-    if (glu > b->glu_n) {
-        if (b->glu) cudaFree(b->glu);
-        b->glu = NULL;
-        b->glu_n = 0;
-        ai_status st = cu_alloc(ctx, glu * sizeof(float), (void **)&b->glu, err);
-        if (st != AI_OK) return st;
-        b->glu_n = glu;
-    }
+    const size_t rows = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK);
+    ai_status st = grow_f32(ctx, &b->glu, &b->glu_n, rows * (size_t)w->n_out, err);
+    if (st == AI_OK) st = grow_f32(ctx, &b->pre, &b->pre_n, rows * (size_t)w->n_in, err);
+    if (st != AI_OK) return st;
     if (need <= b->mm_work_size) return AI_OK;
     if (b->mm_work) cudaFree(b->mm_work);
     b->mm_work = NULL;
     b->mm_work_size = 0;
-    ai_status st = cu_alloc(ctx, need, &b->mm_work, err);
+    st = cu_alloc(ctx, need, &b->mm_work, err);
     if (st == AI_OK) b->mm_work_size = need;
     return st;
 }
@@ -215,6 +225,29 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
 {
     cuda_be *b = ctx;
     const bool gemv = cuk_matmul_runs_gemv(b->gemm, w, n_tok);
+    if (opts && ((opts->in_ss && (opts->norm_w || opts->swiglu_in)) ||
+                 (opts->out_xn && (!opts->out_nw || !opts->out_ss || opts->swiglu_out))))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes no prologue; out_xn needs out_nw and out_ss "
+                                               "and no swiglu epilogue");
+    if (opts && (opts->in_ss || opts->out_xn) && !gemv) {
+        /* the split norm where no kernel fuses it (the GEMMs): the input scaled into b->pre, the product,
+         * then x * w and the sums of squares */
+        if (n_tok < 1 || (opts->in_ss && (size_t)n_tok * (size_t)w->n_in > b->pre_n))
+            return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss needs at most %d reserved rows (%d given)",
+                              CUK_GEMV_MAX_TOK, (int)n_tok);
+        backend_mm_opts in = *opts;
+        in.in_ss = NULL;
+        in.out_xn = NULL;
+        ai_status st = AI_OK;
+        if (opts->in_ss) {
+            st = cuk_norm_split_in(b->stream, b->pre, x, opts->in_ss, n_tok, (int32_t)w->n_in, opts->eps, err);
+            x = b->pre;
+        }
+        if (st == AI_OK) st = cu_matmul_ex(ctx, w, x, n_tok, y, &in, err);
+        if (st != AI_OK || !opts->out_xn) return st;
+        return cuk_norm_split_out(b->stream, opts->out_xn, opts->out_ss, y, opts->out_nw, n_tok, (int32_t)w->n_out,
+                                  err);
+    }
     if (opts && opts->swiglu_out && !(gemv && cuk_gemv_glu_fused(w, x, n_tok, opts))) {
         /* no kernel fuses this case: the product into b->glu, then swiglu_rows */
         if (n_tok < 1 || (size_t)n_tok * (size_t)w->n_out > b->glu_n || w->n_out % 2 || opts->accumulate)
@@ -232,6 +265,12 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
 static int32_t cu_matmul_gemm_min_tok(void *ctx, dtype t) { return cuk_matmul_lt_min_tok(((cuda_be *)ctx)->gemm, t); }
+/* Every decode GEMV (float, tensor-core, dp4a) does the split norm in its store; the GEMMs compose it. */
+static bool cu_matmul_fuses_defer(void *ctx, dtype t, int32_t n_tok)
+{
+    const backend_weight w = {.type = t};
+    return cuk_matmul_runs_gemv(((cuda_be *)ctx)->gemm, &w, n_tok);
+}
 static bool cu_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }
 static ai_status cu_attention(void *ctx, const backend_attn *a, ai_err *err) { return cuk_attention(S(ctx), a, err); }
@@ -377,7 +416,7 @@ static const backend_ops cuda_ops = {
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
     .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve,
-    .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .kv_type_ok = cu_kv_type_ok,
+    .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .matmul_fuses_defer = cu_matmul_fuses_defer, .kv_type_ok = cu_kv_type_ok,
     .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };

@@ -339,6 +339,60 @@ extern "C" ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta,
     return ew_rmsnorm((cudaStream_t)s, out, x, delta, w, rows, dim, eps, "cuk_add_rmsnorm", err);
 }
 
+/* The split rmsnorm composed where no kernel fuses it (backend_mm_opts in_ss / out_xn; the CUDA
+ * backend uses these around the skinny GEMM and cuBLASLt). One block per row, two passes over it
+ * (the second from L1/L2): rows are a few KB. */
+__global__ void k_norm_split_out(float *xn, double *ss, const float *y, const float *w, int32_t dim)
+{
+    cuk_pdl_wait();
+    const int64_t base = (int64_t)blockIdx.x * dim;
+    double acc = 0.0; /* in double, as the GEMVs' atomics (backend_mm_opts.out_ss) */
+    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) {
+        const float v = y[base + j];
+        acc += (double)v * v;
+        xn[base + j] = v * w[j];
+    }
+    __shared__ double shd[32];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) shd[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int k = 0; k < (int)(blockDim.x >> 5); k++) t += shd[k];
+        ss[blockIdx.x] += t;
+    }
+}
+
+__global__ void k_norm_split_in(float *out, const float *x, const double *ss, int32_t dim, float eps)
+{
+    cuk_pdl_wait();
+    const int64_t base = (int64_t)blockIdx.x * dim;
+    const float r = 1.0f / sqrtf((float)(ss[blockIdx.x] / (double)dim) + eps);
+    for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) out[base + j] = x[base + j] * r;
+}
+
+extern "C" ai_status cuk_norm_split_out(cuk_stream s, float *xn, double *ss, const float *y, const float *w,
+                                        int32_t rows, int32_t dim, ai_err *err)
+{
+    if (rows < 0 || dim <= 0 || (rows > 0 && (!xn || !ss || !y || !w)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_norm_split_out: bad arguments (rows %d, dim %d)", rows, dim);
+    if (rows == 0) return AI_OK;
+    cuk_launch(k_norm_split_out, dim3(rows), dim3(256), 0, (cudaStream_t)s, xn, ss, y, w, dim);
+    CUK_LAUNCHED(err, "cuk_norm_split_out");
+    return AI_OK;
+}
+
+extern "C" ai_status cuk_norm_split_in(cuk_stream s, float *out, const float *x, const double *ss, int32_t rows,
+                                       int32_t dim, float eps, ai_err *err)
+{
+    if (rows < 0 || dim <= 0 || !(eps >= 0) || (rows > 0 && (!out || !x || !ss)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_norm_split_in: bad arguments (rows %d, dim %d)", rows, dim);
+    if (rows == 0) return AI_OK;
+    cuk_launch(k_norm_split_in, dim3(rows), dim3(256), 0, (cudaStream_t)s, out, x, ss, dim, eps);
+    CUK_LAUNCHED(err, "cuk_norm_split_in");
+    return AI_OK;
+}
+
 // --- RoPE --------------------------------------------------------------------------------------
 
 #define ROPE_MAX_HALF 4096 /* rope_dim <= 8192: the angle tables fit in 32 KB of shared memory */

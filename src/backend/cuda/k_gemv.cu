@@ -399,7 +399,14 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
                 g += red[k][i];
                 u += red[k][H * T + i];
             }
-            if (row0 + r < n_rows && t < n_tok) y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(g, u);
+            if (row0 + r < n_rows && t < n_tok) {
+                if (fz.in_ss) { /* the split norm's 1 / rms goes on both products, before the silu */
+                    const float rs = fuse_in_scale(fz, t, n_in);
+                    g *= rs;
+                    u *= rs;
+                }
+                y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(g, u);
+            }
         }
     } else {
         for (int i = threadIdx.x; i < R * T; i += kThreads) {
@@ -413,7 +420,7 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
             } else if constexpr (S != XS_GLOBAL && M == FUSE_NORM) {
                 sq = sq_staged[t];
             }
-            if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+            if (row0 + r < n_out && t < n_tok) fuse_store<M>(fz, y, n_out, t, row0 + r, v, sq, n_in);
         }
     }
 }
@@ -509,7 +516,7 @@ __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ 
             v += red[0][k];
             sq += red[1][k];
         }
-        fuse_store<M>(fz, y + (size_t)t * n_out + row, v, sq, n_in);
+        fuse_store<M>(fz, y, n_out, t, row, v, sq, n_in);
     }
 }
 
@@ -643,9 +650,8 @@ cudaError_t launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_to
 }
 
 /* FUSE_GLU: the float kernels' tiles, shapes Shape<K, T, FUSE_GLU> */
-template <int K> void launch_glu(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y)
+template <int K> void launch_glu(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
-    const cuk_fuse f{};
     if (n_tok == 1) launch_t<K, 1, FUSE_GLU>(s, w, x, n_tok, y, f);
     else if (n_tok == 2) launch_t<K, 2, FUSE_GLU>(s, w, x, n_tok, y, f);
     else if (n_tok <= 4) launch_t<K, 4, FUSE_GLU>(s, w, x, n_tok, y, f);
@@ -718,8 +724,8 @@ static bool vec_ok(const cuk_weight *w, const float *x)
 
 extern "C" bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
 {
-    if (!w || !w->data || !x || !o || !o->swiglu_out || o->norm_w || o->swiglu_in || o->accumulate || w->n_out % 2 ||
-        n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK)
+    if (!w || !w->data || !x || !o || !o->swiglu_out || o->norm_w || o->swiglu_in || o->accumulate || o->out_xn ||
+        w->n_out % 2 || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK)
         return false;
     const bool fl = w->type == DTYPE_F32 || w->type == DTYPE_F16 || w->type == DTYPE_BF16;
     return fl && vec_ok(w, x) && !(w->type == DTYPE_BF16 && n_tok >= CUK_GEMV_MMA_MIN_TOK);
@@ -788,15 +794,17 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: bad arguments (n_tok %d)", (int)n_tok);
     if (o && o->norm_w && o->swiglu_in)
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: norm and swiglu prologues are exclusive");
+    if (o && ((o->in_ss && (o->norm_w || o->swiglu_in)) || (o->out_xn && (!o->out_nw || !o->out_ss))))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv: in_ss takes no prologue; out_xn needs out_nw and out_ss");
     if (o && o->swiglu_out) {
         if ((path != 0 && path != 1) || !cuk_gemv_glu_fused(w, x, n_tok, o))
             return ai_err_set(err, AI_ERR_UNSUPPORTED,
                               "cuk_gemv: the swiglu epilogue needs float weights (bf16 below %d tokens), an even n_out, "
                               "aligned rows, no prologue and no accumulate",
                               CUK_GEMV_MMA_MIN_TOK);
-        if (w->type == DTYPE_F32) launch_glu<W_F32>(s, w, x, n_tok, y);
-        else if (w->type == DTYPE_F16) launch_glu<W_F16>(s, w, x, n_tok, y);
-        else launch_glu<W_BF16>(s, w, x, n_tok, y);
+        if (w->type == DTYPE_F32) launch_glu<W_F32>(s, w, x, n_tok, y, cuk_fuse_of(o));
+        else if (w->type == DTYPE_F16) launch_glu<W_F16>(s, w, x, n_tok, y, cuk_fuse_of(o));
+        else launch_glu<W_BF16>(s, w, x, n_tok, y, cuk_fuse_of(o));
         CUK_LAUNCHED(err, "cuk_gemv (swiglu epilogue)");
         return AI_OK;
     }
@@ -826,7 +834,13 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
                       (quant && m != FUSE_NONE && n_tok > 2))) {
         /* one n_tok = 1 pass per token (reads W n_tok times; see CUK_GEMV_Q4_LOOP_MIN_TOK) */
         for (int32_t t = 0; t < n_tok; t++) {
-            ai_status st = cuk_gemv_path_ex(s, w, x + (size_t)t * xstride, 1, y + (size_t)t * w->n_out, 1, o, err);
+            cuk_mm_opts ot = o ? *o : cuk_mm_opts{};
+            if (ot.in_ss) ot.in_ss += t;
+            if (ot.out_xn) {
+                ot.out_xn += (size_t)t * w->n_out;
+                ot.out_ss += t;
+            }
+            ai_status st = cuk_gemv_path_ex(s, w, x + (size_t)t * xstride, 1, y + (size_t)t * w->n_out, 1, &ot, err);
             if (st != AI_OK) return st;
         }
         return AI_OK;

@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
                 if (lane == ((r * T + t) & 31) && r < nv && t < n_tok)
-                    fuse_store<MS>(fz, y + (size_t)t * n_out + row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
+                    fuse_store<MS>(fz, y, n_out, t, row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
             }
         }
     }

@@ -39,6 +39,11 @@ struct cuk_fuse {
     const float *nw; /* (n_in) norm weight (FUSE_NORM) */
     float eps;
     int acc;         /* y += */
+    /* the split rmsnorm (backend_mm_opts.in_ss / out_*; any mode, applied in fuse_store): */
+    const double *in_ss; /* (n_tok): scale each output by 1 / sqrt(in_ss[t] / n_in + eps) */
+    float *out_xn;       /* (n_tok, n_out): final y * out_nw ... */
+    const float *out_nw;
+    double *out_ss;      /* ... and out_ss[t] += final y^2 (one double atomic per output) */
 };
 
 /* M of an options struct; FUSE_NONE for NULL. */
@@ -53,6 +58,10 @@ static inline cuk_fuse cuk_fuse_of(const cuk_mm_opts *o)
     f.nw = o ? o->norm_w : nullptr;
     f.eps = o ? o->eps : 0.0f;
     f.acc = o && o->accumulate;
+    f.in_ss = o ? o->in_ss : nullptr;
+    f.out_xn = o ? o->out_xn : nullptr;
+    f.out_nw = o ? o->out_nw : nullptr;
+    f.out_ss = o ? o->out_ss : nullptr;
     return f;
 }
 
@@ -116,13 +125,27 @@ template <int M> __device__ __forceinline__ float4 fuse_nw4(const cuk_fuse &f, i
     else return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-/* Writes one finished dot product v of a token row whose sum of squares is ss. */
+/* 1 / rms of token row t from the split norm's sum of squares (f.in_ss). */
+__device__ __forceinline__ float fuse_in_scale(const cuk_fuse &f, int t, int n_in)
+{
+    return 1.0f / sqrtf((float)(f.in_ss[t] / (double)n_in) + f.eps);
+}
+
+/* Writes y[t][row] from one finished dot product v of token row t, whose sum of squares is ss
+ * (FUSE_NORM); then the split norm's outputs for the element (f.out_xn). */
 template <int M>
-__device__ __forceinline__ void fuse_store(const cuk_fuse &f, float *yp, float v, float ss, int n_in)
+__device__ __forceinline__ void fuse_store(const cuk_fuse &f, float *y, int n_out, int t, int row, float v, float ss,
+                                           int n_in)
 {
     if constexpr (M == FUSE_NORM) v *= 1.0f / sqrtf(ss / (float)n_in + f.eps);
+    if (f.in_ss) v *= fuse_in_scale(f, t, n_in);
+    float *yp = y + (size_t)t * n_out + row;
     if (f.acc) v += *yp;
     *yp = v;
+    if (f.out_xn) {
+        f.out_xn[(size_t)t * n_out + row] = v * f.out_nw[row];
+        atomicAdd(f.out_ss + t, (double)v * (double)v);
+    }
 }
 
 #endif

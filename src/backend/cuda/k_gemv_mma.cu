@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
             for (int k = 0; k < kWarps; k++) sq += ssr[k][t];
         }
         if constexpr (S == 1) {
-            if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+            if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y, n_out, t, row0 + r, v, sq, n_in);
         } else {
             red[0][t][r] = v; /* read only by this thread above */
             if (r == 0) ssp[t] = sq;
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
                 v += *cl.map_shared_rank(&red[0][t][r], k);
                 if constexpr (M == FUSE_NORM) sq += *cl.map_shared_rank(&ssp[t], k);
             }
-            fuse_store<M>(fz, y + (size_t)t * n_out + row0 + r, v, sq, n_in);
+            fuse_store<M>(fz, y, n_out, t, row0 + r, v, sq, n_in);
         }
         cl.sync(); /* no CTA exits while another still reads its shared memory */
     }
