@@ -404,11 +404,9 @@ int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
 bool runner_step_gemm(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok; }
 unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
-    if (runner_step_gemm(r, n_tok)) return r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_DEFER);
-    const backend_ops *o = r->be->ops;
-    if (r->defer_auto && !o->matmul_fuses_defer(r->be->ctx, r->wt, n_tok))
-        return r->fuse & ~RUNNER_FUSE_DEFER;
-    return r->fuse;
+    unsigned f = runner_step_gemm(r, n_tok) ? r->fuse_big & ~RUNNER_FUSE_GLU : r->fuse;
+    if (r->defer_auto && r->be->ops->matmul_fuses_defer(r->be->ctx, r->wt, n_tok)) f |= RUNNER_FUSE_DEFER;
+    return f;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

@@ -229,8 +229,8 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                  (opts->out_xn && (!opts->out_nw || !opts->out_ss || opts->swiglu_out))))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes no prologue; out_xn needs out_nw and out_ss "
                                                "and no swiglu epilogue");
-    if (opts && (opts->in_ss || opts->out_xn) && !gemv) {
-        /* the split norm where no kernel fuses it (the GEMMs): the input scaled into b->pre, the product,
+    if (opts && (opts->in_ss || opts->out_xn) && !cuk_matmul_fuses_split_norm(b->gemm, w, n_tok)) {
+        /* the split norm where no kernel fuses it (cuBLASLt): the input scaled into b->pre, the product,
          * then x * w and the sums of squares */
         if (n_tok < 1 || (opts->in_ss && (size_t)n_tok * (size_t)w->n_in > b->pre_n))
             return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss needs at most %d reserved rows (%d given)",
@@ -265,11 +265,12 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
     return cuk_matmul_ex(b->gemm, b->stream, w, x, n_tok, y, opts, b->mm_work, b->mm_work_size, err);
 }
 static int32_t cu_matmul_gemm_min_tok(void *ctx, dtype t) { return cuk_matmul_lt_min_tok(((cuda_be *)ctx)->gemm, t); }
-/* Every decode GEMV (float, tensor-core, dp4a) does the split norm in its store; the GEMMs compose it. */
+/* Every decode GEMV (float, tensor-core, dp4a) and the skinny GEMM do the split norm in their stores;
+ * cuBLASLt steps compose it. */
 static bool cu_matmul_fuses_defer(void *ctx, dtype t, int32_t n_tok)
 {
     const backend_weight w = {.type = t};
-    return cuk_matmul_runs_gemv(((cuda_be *)ctx)->gemm, &w, n_tok);
+    return cuk_matmul_fuses_split_norm(((cuda_be *)ctx)->gemm, &w, n_tok);
 }
 static bool cu_kv_type_ok(void *ctx, dtype t) { return t == DTYPE_F16 || t == DTYPE_F32 || t == DTYPE_F8_E4M3; }
 static size_t cu_attention_work_size(void *ctx, const backend_attn *a) { return cuk_attention_work_size(a); }

@@ -153,6 +153,10 @@ ai_status cuk_matmul(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const float
 #define CUK_SKINNY_DEFAULT 1
 int cuk_matmul_lt_min_tok(const cuk_gemm *g, dtype t);
 bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);
+/* Whether cuk_matmul_ex does the split norm (in_ss, out_*) inside its kernels at n_tok: the GEMVs and
+ * the skinny GEMM do (in their stores), cuBLASLt does not (AI_ERR_UNSUPPORTED: the caller composes it
+ * with cuk_norm_split_in / _out). w->n_in 0: any row length. */
+bool cuk_matmul_fuses_split_norm(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok);
 ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err);
 
 /* Fused variants (backend_mm_opts, include/aiinfra/backend.h; o NULL = the plain call):

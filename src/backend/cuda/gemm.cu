@@ -448,6 +448,12 @@ extern "C" bool cuk_matmul_runs_gemv(const cuk_gemm *g, const cuk_weight *w, int
     return n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK && (!w || n_tok < cuk_matmul_lt_min_tok(g, w->type));
 }
 
+extern "C" bool cuk_matmul_fuses_split_norm(const cuk_gemm *g, const cuk_weight *w, int64_t n_tok)
+{
+    if (cuk_matmul_runs_gemv(g, w, n_tok)) return true;
+    return w && g && w->type == DTYPE_BF16 && g->skinny && n_tok <= CUK_SKINNY_MAX_TOK && (!w->n_in || w->n_in % 8 == 0);
+}
+
 extern "C" size_t cuk_matmul_work_size(const cuk_weight *w, int64_t max_tok)
 {
     if (!w || (max_tok <= CUK_GEMV_MAX_TOK && max_tok < cuk_matmul_lt_min_tok(NULL, w->type))) return 0;
@@ -470,6 +476,8 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
         return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: bad arguments (n_tok %lld)", (long long)n_tok);
     if (o && o->swiglu_out) /* only the float GEMVs fuse it (cuk_gemv_glu_fused); backend_cuda.c composes the rest */
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no swiglu epilogue on the GEMM routes");
+    if (o && (o->in_ss || o->out_xn) && !cuk_matmul_fuses_split_norm(g, w, n_tok))
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no split norm on the cuBLASLt route");
     const dtype t = w->type;
     if (t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16 && !is_quant(t))
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: dtype %s", dtype_name(t));
@@ -497,8 +505,10 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
             if (st != AI_OK) return st;
             xs = (const float *)xh;
         }
-        return cuk_skinny_bf16_cfg(s, w, xs, (int32_t)n_tok, y, o && o->accumulate, 0, g->skinny_cfg, g->skinny_flags,
-                                   err);
+        cuk_mm_opts so = o ? *o : cuk_mm_opts{}; /* the prologue is done: accumulate and the split norm remain */
+        so.norm_w = nullptr;
+        so.swiglu_in = false;
+        return cuk_skinny_bf16_ex(s, w, xs, (int32_t)n_tok, y, &so, 0, g->skinny_cfg, g->skinny_flags, err);
     }
     if (t == DTYPE_F32) {
         b = x;

@@ -30,6 +30,10 @@ int cuk_skinny_split_pick(int64_t n_out, int64_t n_in);
 #define CUK_SKINNY_EVICT 2 /* weights loaded with an L2 evict-first policy */
 ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                               int accumulate, int split, int cfg, int flags, ai_err *err);
+/* The same with matmul_ex options: accumulate and the split norm (in_ss, out_*); no prologue or
+ * SwiGLU epilogue (cuk_matmul_ex runs the prologue first). */
+ai_status cuk_skinny_bf16_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                             const cuk_mm_opts *o, int split, int cfg, int flags, ai_err *err);
 
 /* The tensor-core bf16 GEMV (k_gemv_mma.cu): n_in % 32 == 0, 16-byte aligned weights and x. */
 ai_status cuk_gemv_bf16_mma(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,

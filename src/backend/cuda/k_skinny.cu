@@ -35,7 +35,8 @@
  *    blocks over a cluster of S CTAs; their 64 x NT partials meet through distributed shared memory
  *    and output i is finished by rank i % S, adding the S partials in rank order (deterministic).
  * Output: thread (warp w, lane l) holds D rows 16w + l/4 (+ 8), token columns 8j + 2(l % 4) (+ 1), i.e.
- * y[token][row0 + row]; written (or added to y: accumulate) for token < n_tok, row < n_out.
+ * y[token][row0 + row]; written (or added to y: accumulate) for token < n_tok, row < n_out, by
+ * fuse_store (k_gemv_fuse.h), which also does the split norm's scale (in_ss) or outputs (out_xn).
  * Launched with PDL (cuk_launch_cluster); x and y wait for the previous kernel, and with
  * CUK_SKINNY_EARLY the first stages' weight boxes are requested before that wait.
  */
@@ -47,6 +48,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
+#include "backend/cuda/k_gemv_fuse.h"
 #include "kernels/gemm/gemm_hopper.cuh"
 
 namespace cg = cooperative_groups;
@@ -95,12 +97,12 @@ __device__ __forceinline__ void tma_load_once(void *dst, const CUtensorMap *map,
                  : "memory");
 }
 
-/* One finished value of D: y[token][row] (= or +=). */
-__device__ __forceinline__ void put(float *y, int n_out, int n_tok, int acc, int row, int tok, float v)
+/* One finished value of D: y[token][row] (= or +=, and the split norm's parts: fuse_store). */
+__device__ __forceinline__ void put(float *y, int n_out, int n_in, int n_tok, const cuk_fuse &fz, int row, int tok,
+                                    float v)
 {
     if (tok >= n_tok || row >= n_out) return;
-    float *p = y + (size_t)tok * n_out + row;
-    *p = acc ? *p + v : v;
+    fuse_store<FUSE_NONE>(fz, y, n_out, tok, row, v, 0.0f, n_in);
 }
 
 /* Stage i's slice of x: NT rows x KS columns, f32 in global memory (the previous kernel's output, L2
@@ -150,7 +152,7 @@ template <int NT, int NB> struct XSlice {
 template <int NT, int S, int NB, int ST>
 __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ CUtensorMap tw,
                                                          const float *__restrict__ x, float *__restrict__ y,
-                                                         int n_out, int n_in, int n_tok, int acc, int flags)
+                                                         int n_out, int n_in, int n_tok, cuk_fuse fz, int flags)
 {
     using C = Cfg<NT, NB, ST>;
     constexpr int KS = 64 * NB; /* columns per stage */
@@ -217,10 +219,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
     if constexpr (S == 1) {
 #pragma unroll
         for (int j = 0; j < NT / 8; j++) {
-            put(y, n_out, n_tok, acc, row0 + r, 8 * j + c, d[4 * j]);
-            put(y, n_out, n_tok, acc, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
-            put(y, n_out, n_tok, acc, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
-            put(y, n_out, n_tok, acc, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
+            put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c, d[4 * j]);
+            put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
+            put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
+            put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
         }
     } else {
         __shared__ float red[kRows][NT];
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
             float v = 0.0f;
 #pragma unroll
             for (int k = 0; k < S; k++) v += *cl.map_shared_rank(&red[rr][tt], k);
-            put(y, n_out, n_tok, acc, row0 + rr, tt, v);
+            put(y, n_out, n_in, n_tok, fz, row0 + rr, tt, v);
         }
         cl.sync(); /* no CTA exits while a peer still reads its shared memory */
     }
@@ -248,7 +250,9 @@ struct Args {
     const CUtensorMap *mw;
     const float *x;
     float *y;
-    int n_out, n_in, n_tok, acc, flags;
+    int n_out, n_in, n_tok;
+    cuk_fuse fz;
+    int flags;
 };
 
 template <int NT, int S, int NB, int ST> cudaError_t launch(cudaStream_t s, const Args &a)
@@ -259,7 +263,7 @@ template <int NT, int S, int NB, int ST> cudaError_t launch(cudaStream_t s, cons
     if (e != cudaSuccess) return e;
     const unsigned tiles = (unsigned)((a.n_out + kRows - 1) / kRows);
     return cuk_launch_cluster(kern, dim3(tiles * S), dim3(kThreads), (size_t)smem, s, (unsigned)S, *a.mw, a.x, a.y,
-                              a.n_out, a.n_in, a.n_tok, a.acc, a.flags);
+                              a.n_out, a.n_in, a.n_tok, a.fz, a.flags);
 }
 
 template <int NT, int NB, int ST> cudaError_t launch_split(cudaStream_t s, const Args &a, int split)
@@ -294,9 +298,11 @@ extern "C" int cuk_skinny_split_pick(int64_t n_out, int64_t n_in)
     return split;
 }
 
-extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                         int accumulate, int split, int cfg, int flags, ai_err *err)
+extern "C" ai_status cuk_skinny_bf16_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                        const cuk_mm_opts *o, int split, int cfg, int flags, ai_err *err)
 {
+    if (o && (o->norm_w || o->swiglu_in || o->swiglu_out || (o->out_xn && (!o->out_nw || !o->out_ss))))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_skinny_bf16: no prologue or swiglu epilogue here");
     if (!w || w->type != DTYPE_BF16 || !w->data || !x || !y || n_tok < 1 || n_tok > 16 || w->n_out < 1 ||
         w->n_in < 8 || w->n_in % 8 || w->n_out > (1 << 30) || w->n_in > (1 << 30) || (uintptr_t)w->data % 16 ||
         (uintptr_t)x % 16 || cfg < 0 || cfg >= CUK_SKINNY_CFGS)
@@ -308,11 +314,19 @@ extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, cons
     CUtensorMap mw;
     cudaError_t e = tmap_2d(&mw, w->data, (int)w->n_out, (int)w->n_in, kRows);
     CUK_TRY(err, e, "cuk_skinny_bf16: tensor map");
-    const Args a = {&mw, x, y, (int)w->n_out, (int)w->n_in, n_tok, accumulate != 0, flags};
+    const Args a = {&mw, x, y, (int)w->n_out, (int)w->n_in, n_tok, cuk_fuse_of(o), flags};
     e = nt == 8 ? launch_cfg<8>((cudaStream_t)s, a, split, cfg) : launch_cfg<16>((cudaStream_t)s, a, split, cfg);
     CUK_TRY(err, e, "cuk_skinny_bf16 (launch)");
     CUK_LAUNCHED(err, "cuk_skinny_bf16");
     return AI_OK;
+}
+
+extern "C" ai_status cuk_skinny_bf16_cfg(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
+                                         int accumulate, int split, int cfg, int flags, ai_err *err)
+{
+    cuk_mm_opts o = {};
+    o.accumulate = accumulate != 0;
+    return cuk_skinny_bf16_ex(s, w, x, n_tok, y, &o, split, cfg, flags, err);
 }
 
 extern "C" ai_status cuk_skinny_bf16(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
