@@ -91,8 +91,9 @@ typedef struct backend_mm_opts {
     float *out_xn;       /* (n_tok, n_out) or NULL: out_xn = final y * out_nw, row by row ... */
     const float *out_nw; /* (n_out) */
     double *out_ss;      /* ... and out_ss[t] += sum over row t of final y^2, in double (the caller zeroes it;
-                          * a GPU adds per block with atomics, and the double sum rounded to float gives
-                          * the same r whatever the order except within ~2^-29 of a float tie) */
+                          * a GPU adds with atomics in any order, which moves the double sum by ~2^-41
+                          * of itself: the float r made from it changes only near a float rounding
+                          * boundary, docs/gpu.md) */
 } backend_mm_opts;
 
 typedef struct backend_ops {

@@ -261,7 +261,6 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
-    r->wt = wt;
     r->gemm_min_tok = be->ops->matmul_gemm_min_tok ? be->ops->matmul_gemm_min_tok(be->ctx, wt) : RUNNER_FUSE_GEMV_TOK + 1;
     r->max_blocks = (d.n_ctx + d.block_size - 1) / d.block_size;
     switch (d.kv_dtype) {
@@ -404,9 +403,7 @@ int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
 bool runner_step_gemm(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok; }
 unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
-    unsigned f = runner_step_gemm(r, n_tok) ? r->fuse_big & ~RUNNER_FUSE_GLU : r->fuse;
-    if (r->defer_auto && r->be->ops->matmul_fuses_defer(r->be->ctx, r->wt, n_tok)) f |= RUNNER_FUSE_DEFER;
-    return f;
+    return runner_step_gemm(r, n_tok) ? r->fuse_big & ~RUNNER_FUSE_GLU : r->fuse;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

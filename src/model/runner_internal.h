@@ -23,8 +23,6 @@ struct runner {
     bool fuse_qkv, fuse_gu;      /* stacked projections (backends with weight_upload) */
     unsigned fuse, fuse_big;     /* RUNNER_FUSE_* bits in use (p.fuse, AUTO resolved): fuse in steps of fewer
                                   * than gemm_min_tok tokens, fuse_big in larger ones */
-    bool defer_auto;             /* AUTO chose RUNNER_FUSE_DEFER: only in steps whose products fuse it */
-    dtype wt;                    /* the layer weights' type */
     int32_t gemm_min_tok;        /* backend matmul_gemm_min_tok of the layer weights' type */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */

@@ -17,6 +17,9 @@
  *    and CTA: the kernels that reuse each x element over few weight rows take more rows per CTA in
  *    this mode (k_gemv.cu Shape), so that the MUFU rate (16 / clock / SM) stays under the weight rate.
  *  - accumulate (f.acc): y = y + dot, by the one thread that writes that element (no atomics).
+ *  - the split norm (f.in_ss, f.out_xn; any mode, in fuse_store; docs/gpu.md): the product that
+ *    finishes x also writes x * w and adds x^2 to a per-token double (atomics), and the product that
+ *    reads x * w multiplies its results by 1 / rms: the norm costs no kernel and no prologue.
  * Every fused kernel still calls cuk_pdl_wait() before reading x, norm_w or y.
  */
 #ifndef AIINFRA_CUDA_K_GEMV_FUSE_H
