@@ -68,8 +68,10 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   : >"$OUT/bench.jsonl"
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse all"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse defer"
            "--arch llama3-8b --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64 --fuse defer,swiglu"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 64 --prompt 1024 --gen 64"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 256 --prompt 1024 --gen 32"
            "$@")
@@ -80,12 +82,12 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   done
   python3 - "$OUT/bench.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
-print(f"{'config':44} {'prefill tok/s':>13} {'of bound':>8} {'decode tok/s':>12} {'ms/step':>8} {'of bound':>8}")
+print(f"{'config':60} {'prefill tok/s':>13} {'of bound':>8} {'decode tok/s':>12} {'ms/step':>8} {'of bound':>8}")
 for line in open(sys.argv[1]):
     try: r = json.loads(line)
     except Exception: continue
-    name = f"{r['model']} {r['dtype']} b{r['batch']} p{r['prompt']} g{r['gen']}"
-    print(f"{name:44} {r['prefill_tok_s']:13.0f} {r['prefill_frac_of_bound']:8.2f} {r['decode_tok_s']:12.1f} "
+    name = f"{r['model']} {r['dtype']} b{r['batch']} p{r['prompt']} g{r['gen']} fuse {r['fuse']}"
+    print(f"{name:60} {r['prefill_tok_s']:13.0f} {r['prefill_frac_of_bound']:8.2f} {r['decode_tok_s']:12.1f} "
           f"{r['decode_ms_per_step']:8.3f} {r['decode_frac_of_bound']:8.2f}   copy {r['copy_gb_s']:.0f} GB/s, mm {r['matmul_tflop_s']:.0f} TF/s")
 PY
   grep -E 'ratio|TB/s|GB/s' "$OUT/kernels.log" | tail -30
