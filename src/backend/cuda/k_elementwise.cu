@@ -339,9 +339,8 @@ extern "C" ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta,
     return ew_rmsnorm((cudaStream_t)s, out, x, delta, w, rows, dim, eps, "cuk_add_rmsnorm", err);
 }
 
-/* The split rmsnorm composed where no kernel fuses it (backend_mm_opts in_ss / out_xn; the CUDA
- * backend uses these around the skinny GEMM and cuBLASLt). One block per row, two passes over it
- * (the second from L1/L2): rows are a few KB. */
+/* The split rmsnorm composed where no kernel fuses it (backend_mm_opts in_ss / out_xn: the CUDA
+ * backend uses these around cuBLASLt). One block per row; rows are a few KB. */
 __global__ void k_norm_split_out(float *xn, double *ss, const float *y, const float *w, int32_t dim)
 {
     cuk_pdl_wait();
