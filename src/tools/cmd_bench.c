@@ -4,6 +4,7 @@
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
  *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--threads N] [--seed S] [--json]
+ *                 [--skip-ops norm,rope,attn,swiglu]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
  * into each step), then G decode steps run for all B at once (greedy). Reported: prefill tok/s,
@@ -13,6 +14,7 @@
  *   decode step FLOPs  = 2 * matrix params * B + 4 * ctx * n_head * head_dim * n_layer * B
  *   prefill FLOPs      = 2 * matrix params * B * P + 2 * P^2 * n_head * head_dim * n_layer * B (causal)
  *   bound = max(bytes / copy bandwidth, FLOPs / matrix rate), both measured at the start of the run.
+ * --skip-ops makes those ops no-ops (bench_skip.h): what they cost inside the step, not a real run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "aiinfra/backend.h"
 #include "aiinfra/model.h"
 #include "aiinfra/runner.h"
+#include "tools/bench_skip.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -31,7 +34,7 @@ static int usage(void)
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
             "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--kv-cache-dtype auto|f16|fp8]\n"
-            "                     [--threads N] [--seed S] [--json]\n"
+            "                     [--threads N] [--seed S] [--json] [--skip-ops norm,rope,attn,swiglu]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
     return 2;
@@ -49,6 +52,7 @@ typedef struct bench_opts {
     int batch, prompt, gen, block, chunk, threads;
     bool random, json, no_graphs;
     unsigned fuse; /* RUNNER_FUSE_* */
+    unsigned skip; /* BENCH_SKIP_*: ops made no-ops (a measuring aid) */
     runner_kv_dtype kv;
     uint64_t seed;
 } bench_opts;
@@ -108,6 +112,7 @@ static bool parse(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--no-graphs")) o->no_graphs = true;
         else if (!strcmp(a, "--fuse") && v && parse_fuse(v, &o->fuse)) i++;
         else if (!strcmp(a, "--kv-cache-dtype") && v && runner_kv_dtype_parse(v, &o->kv)) i++;
+        else if (!strcmp(a, "--skip-ops") && v && bench_skip_parse(v, &o->skip)) i++;
         else return false;
     }
     return (o->model != NULL) != (o->arch != NULL) && (!o->arch || o->random);
@@ -192,8 +197,11 @@ int cmd_bench(int argc, char **argv)
         goto fail;
     }
     runner_random rnd = {.type = o.type, .seed = o.seed};
+    backend_ops skip_ops = *be.ops; /* the runner's ops: the backend's, some made no-ops by --skip-ops */
+    bench_skip_apply(&skip_ops, o.skip);
+    backend run_be = {.ops = &skip_ops, .ctx = be.ctx};
     double t0 = be.ops->elapsed_ms(be.ctx);
-    if (runner_init(&r, &be, &cfg, m, m ? NULL : &rnd, &rp, &err) != AI_OK) goto fail;
+    if (runner_init(&r, &run_be, &cfg, m, m ? NULL : &rnd, &rp, &err) != AI_OK) goto fail;
     double load_ms = be.ops->elapsed_ms(be.ctx) - t0;
 
     toks = malloc((size_t)B * (size_t)P * sizeof *toks);
@@ -236,6 +244,8 @@ int cmd_bench(int argc, char **argv)
         }
         step_ms[g] = be.ops->elapsed_ms(be.ctx) - a;
         memcpy(cur, next, (size_t)B * sizeof *cur);
+        for (int s = 0; s < B && o.skip; s++) /* skipped ops leave the logits undefined (bench_skip.h) */
+            if (cur[s] < 0 || cur[s] >= cfg.n_vocab) cur[s] = 0;
     }
     free(cur);
     /* decode figures from the steps after the first two (eager run + graph capture) */
@@ -272,13 +282,14 @@ int cmd_bench(int argc, char **argv)
                "\"load_ms\": %.1f, \"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"decode_ms_per_step\": %.4f, "
                "\"copy_gb_s\": %.3f, \"matmul_tflop_s\": %.3f, \"decode_step_bytes\": %.0f, \"decode_step_flops\": %.0f, "
                "\"decode_bound_tok_s\": %.1f, \"decode_frac_of_bound\": %.4f, \"prefill_bound_tok_s\": %.1f, "
-               "\"prefill_frac_of_bound\": %.4f}\n",
+               "\"prefill_frac_of_bound\": %.4f, \"skip_ops\": %u}\n",
                src, m ? "false" : "true", m ? "model" : dtype_name(o.type), be.ops->name, gpu, B, P, G, bs,
                dtype_name(runner_kv_type(r)), o.no_graphs ? "false" : "true", runner_step_gemm(r, B) ? "gemm" : "gemv",
                fuse, fuse_pf, load_ms, prefill_tps, decode_tps, med, copy_gbs, mm_tflops, step_bytes,
                step_flops, decode_bound, decode_tps / decode_bound, prefill_bound,
-               prefill_bound > 0 ? prefill_tps / prefill_bound : 0);
+               prefill_bound > 0 ? prefill_tps / prefill_bound : 0, o.skip);
     } else {
+        if (o.skip) printf("SKIPPED    ops made no-ops (--skip-ops, mask %u): a measurement of what they cost, not a run\n", o.skip);
         printf("model      %s%s (%s weights), backend %s%s%s\n", src, m ? "" : " [random]", m ? "stored" : dtype_name(o.type),
                be.ops->name, gpu[0] ? ": " : "", gpu);
         printf("ceilings   copy %.0f GB/s (read + write), bf16 matmul %.0f TFLOP/s (measured now)\n", copy_gbs, mm_tflops);

@@ -29,11 +29,30 @@ def test_bench_cpu_json(aiinfra_bin):
     assert abs(o["decode_frac_of_bound"] - o["decode_tok_s"] / o["decode_bound_tok_s"]) < 1e-3
 
 
+def test_bench_fuse_defer_and_skip_ops(aiinfra_bin):
+    """--fuse defer runs (and is reported), and --skip-ops turns ops into no-ops without breaking the run: the
+    greedy tokens of the undefined logits are clamped, the JSON and the text output say which ops were skipped."""
+    base = [aiinfra_bin, "bench", "-m", FIX, "--backend", "cpu", "--threads", "2", "--batch", "2", "--prompt", "12",
+            "--gen", "6"]
+    r = subprocess.run(base + ["--fuse", "defer", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    o = json.loads(r.stdout)
+    assert o["fuse"] == "defer" and o["skip_ops"] == 0 and o["decode_tok_s"] > 0
+    r = subprocess.run(base + ["--skip-ops", "norm,rope,attn,swiglu", "--json"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["skip_ops"] == 15
+    r = subprocess.run(base + ["--skip-ops", "attn"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "SKIPPED" in r.stdout, r.stderr
+
+
 @pytest.mark.parametrize("args", [
     ["bench", "--arch", "nope", "--random-weights"],
     ["bench", "--arch", "llama3-8b"],                 # --random-weights missing
     ["bench", "-m", FIX, "--dtype", "q9_9"],
     ["bench", "-m", FIX, "--batch", "0"],
+    ["bench", "-m", FIX, "--skip-ops", "bogus"],
+    ["bench", "-m", FIX, "--fuse", "defer,bogus"],
 ])
 def test_bench_bad_arguments(aiinfra_bin, args):
     r = subprocess.run([aiinfra_bin] + args, capture_output=True, text=True, timeout=60)

@@ -1,0 +1,79 @@
+/* bench_skip.c - the no-op ops of `aiinfra bench --skip-ops` (bench_skip.h says why). */
+#include "tools/bench_skip.h"
+
+#include <string.h>
+
+static ai_status skip_rmsnorm(void *ctx, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
+                              float eps, ai_err *err)
+{
+    (void)ctx, (void)out, (void)in, (void)w, (void)rows, (void)dim, (void)eps, (void)err;
+    return AI_OK;
+}
+
+static ai_status skip_add_rmsnorm(void *ctx, float *x, const float *delta, float *out, const float *w, int32_t rows,
+                                  int32_t dim, float eps, ai_err *err)
+{
+    (void)ctx, (void)x, (void)delta, (void)out, (void)w, (void)rows, (void)dim, (void)eps, (void)err;
+    return AI_OK;
+}
+
+static ai_status skip_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
+                                 int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                                 int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
+                                 const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
+                                 float k_scale, float v_scale, const int32_t *slot, ai_err *err)
+{
+    (void)ctx, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride, (void)n_tok, (void)n_head;
+    (void)n_head_kv, (void)head_dim, (void)head_dim_v, (void)rope_dim, (void)pos, (void)base, (void)freq_scale;
+    (void)factors, (void)neox, (void)k_cache, (void)v_cache, (void)kv_type, (void)k_scale, (void)v_scale, (void)slot;
+    (void)err;
+    return AI_OK;
+}
+
+static ai_status skip_attention(void *ctx, const backend_attn *a, ai_err *err)
+{
+    (void)ctx, (void)a, (void)err;
+    return AI_OK;
+}
+
+static ai_status skip_swiglu(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err)
+{
+    (void)ctx, (void)out, (void)gate, (void)up, (void)n, (void)err;
+    return AI_OK;
+}
+
+static ai_status skip_swiglu_rows(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err)
+{
+    (void)ctx, (void)out, (void)gu, (void)rows, (void)n, (void)err;
+    return AI_OK;
+}
+
+bool bench_skip_parse(const char *v, unsigned *mask)
+{
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"norm", BENCH_SKIP_NORM}, {"rope", BENCH_SKIP_ROPE}, {"attn", BENCH_SKIP_ATTN}, {"swiglu", BENCH_SKIP_SWIGLU}};
+    *mask = 0;
+    while (*v) {
+        size_t len = strcspn(v, ",");
+        bool ok = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == len && !strncmp(v, names[i].name, len)) *mask |= names[i].bit, ok = true;
+        if (!ok) return false;
+        v += len + (v[len] == ',');
+    }
+    return *mask != 0;
+}
+
+void bench_skip_apply(backend_ops *ops, unsigned mask)
+{
+    if (mask & BENCH_SKIP_NORM) {
+        ops->rmsnorm = skip_rmsnorm;
+        ops->add_rmsnorm = skip_add_rmsnorm;
+    }
+    if (mask & BENCH_SKIP_ROPE) ops->rope_store = skip_rope_store;
+    if (mask & BENCH_SKIP_ATTN) ops->attention = skip_attention;
+    if (mask & BENCH_SKIP_SWIGLU) {
+        ops->swiglu = skip_swiglu;
+        ops->swiglu_rows = skip_swiglu_rows;
+    }
+}
