@@ -1,7 +1,7 @@
 /* bench_skip.c - the no-op ops of `aiinfra bench --skip-ops` (bench_skip.h says why). */
 #include "tools/bench_skip.h"
 
-#include <string.h>
+#include "tools/cli.h"
 
 static ai_status skip_rmsnorm(void *ctx, float *out, const float *in, const float *w, int32_t rows, int32_t dim,
                               float eps, ai_err *err)
@@ -50,18 +50,10 @@ static ai_status skip_swiglu_rows(void *ctx, float *out, const float *gu, int32_
 
 bool bench_skip_parse(const char *v, unsigned *mask)
 {
-    static const struct { const char *name; unsigned bit; } names[] = {
+    static const cli_flag names[] = {
         {"norm", BENCH_SKIP_NORM}, {"rope", BENCH_SKIP_ROPE}, {"attn", BENCH_SKIP_ATTN}, {"swiglu", BENCH_SKIP_SWIGLU}};
     *mask = 0;
-    while (*v) {
-        size_t len = strcspn(v, ",");
-        bool ok = false;
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (strlen(names[i].name) == len && !strncmp(v, names[i].name, len)) *mask |= names[i].bit, ok = true;
-        if (!ok) return false;
-        v += len + (v[len] == ',');
-    }
-    return *mask != 0;
+    return cli_parse_flags(v, names, sizeof names / sizeof names[0], mask) && *mask != 0;
 }
 
 void bench_skip_apply(backend_ops *ops, unsigned mask)

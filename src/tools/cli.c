@@ -18,6 +18,19 @@ bool cli_parse_num(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+bool cli_parse_flags(const char *s, const cli_flag *table, size_t n, unsigned *out)
+{
+    while (*s) {
+        const size_t len = strcspn(s, ",");
+        bool ok = false;
+        for (size_t i = 0; i < n; i++)
+            if (strlen(table[i].name) == len && !strncmp(s, table[i].name, len)) *out |= table[i].bits, ok = true;
+        if (!ok) return false;
+        s += len + (s[len] == ',');
+    }
+    return true;
+}
+
 bool cli_emit_stdout(void *user, const char *text, size_t len)
 {
     (void)user;

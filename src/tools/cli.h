@@ -8,6 +8,14 @@
 /* Parses all of s as a number in [lo, hi]; false (out untouched) otherwise. */
 bool cli_parse_num(const char *s, double lo, double hi, double *out);
 
+/* A comma-separated list of names ("norm,add") -> the OR of their bits in *out (which it adds to);
+ * false on a name not in the table. */
+typedef struct cli_flag {
+    const char *name;
+    unsigned bits;
+} cli_flag;
+bool cli_parse_flags(const char *s, const cli_flag *table, size_t n, unsigned *out);
+
 /* A generate_fn-style text sink: writes to stdout and flushes (streaming). */
 bool cli_emit_stdout(void *user, const char *text, size_t len);
 

@@ -60,21 +60,13 @@ typedef struct bench_opts {
 /* "auto", "none", "all" or a list like "norm,add" -> RUNNER_FUSE_* bits; false on an unknown name. */
 static bool parse_fuse(const char *v, unsigned *out)
 {
-    static const struct { const char *name; unsigned bit; } names[] = {
+    static const cli_flag names[] = {
         {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"glu", RUNNER_FUSE_GLU},
         {"defer", RUNNER_FUSE_DEFER}, {"none", 0},
         {"all", RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD}};
     *out = RUNNER_FUSE_EXACT;
     if (!strcmp(v, "auto")) return *out = RUNNER_FUSE_AUTO, true;
-    while (*v) {
-        size_t len = strcspn(v, ",");
-        bool ok = false;
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (strlen(names[i].name) == len && !strncmp(v, names[i].name, len)) *out |= names[i].bit, ok = true;
-        if (!ok) return false;
-        v += len + (v[len] == ',');
-    }
-    return true;
+    return cli_parse_flags(v, names, sizeof names / sizeof names[0], out);
 }
 
 static bool parse(int argc, char **argv, bench_opts *o)
