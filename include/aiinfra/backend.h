@@ -157,7 +157,7 @@ typedef struct backend_ops {
      * RUNNER_FUSE_GEMV_TOK + 1. */
     int32_t (*matmul_gemm_min_tok)(void *ctx, dtype t);
     /* Whether matmul_ex of weights of type t at n_tok tokens does in_ss / out_xn inside its kernel
-     * (otherwise it composes them from extra passes, which the runner's default then avoids).
+     * (otherwise it composes them from extra passes, which a default should not ask for).
      * Optional: NULL = never. */
     bool (*matmul_fuses_defer)(void *ctx, dtype t, int32_t n_tok);
     /* Whether rope_store and attention take a KV cache of dtype t. Optional: NULL = f16 and f32 only. */
