@@ -69,6 +69,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   configs=("--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse all"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse defer"
+           "--arch llama3-8b --random-weights --dtype bf16 --batch 1 --prompt 512 --gen 128 --fuse defer,glu,rope"
            "--arch llama3-8b --random-weights --dtype q4_0 --batch 1 --prompt 512 --gen 128"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64"
            "--arch llama3-8b --random-weights --dtype bf16 --batch 8 --prompt 1024 --gen 64 --fuse defer,swiglu"

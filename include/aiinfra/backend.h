@@ -65,6 +65,23 @@ typedef struct backend_sample_params {
     int32_t top_k;
 } backend_sample_params;
 
+/* rope of q and k and the store of k and v into a paged KV cache (backend_ops.rope_store, and
+ * backend_mm_opts.rope_kv where it rides on the q|k|v product). Token t is at position pos[t] and goes
+ * to cache row slot[t] (< 0: rotate only). neox: pairs (i, i + rope_dim / 2) of a head, else (2i, 2i+1);
+ * dims from rope_dim on are not rotated. An f8_e4m3 cache stores fp8(k / k_scale) and fp8(v / v_scale)
+ * (fp8.h: nearest even, saturated to +-448); the scales are ignored for f16/f32. */
+typedef struct backend_rope_kv {
+    int32_t n_head, n_head_kv, head_dim, head_dim_v, rope_dim;
+    const int32_t *pos;      /* (n_tok) */
+    float base, freq_scale;
+    const float *factors;    /* (rope_dim / 2) frequency divisors or NULL */
+    int neox;
+    void *k_cache, *v_cache; /* (num_slots, n_head_kv * head_dim[_v]) */
+    dtype kv_type;
+    float k_scale, v_scale;
+    const int32_t *slot;     /* (n_tok) */
+} backend_rope_kv;
+
 /* Options of matmul_ex: the small decode ops around a matrix product folded into it. Batch-1 decode
  * is a chain of ~9 kernels per layer; the GEMVs stream the weights at ~90-97% of copy bandwidth, and
  * what is left is the launch + ramp latency of the small kernels between them (residual add + norm,
@@ -94,7 +111,19 @@ typedef struct backend_mm_opts {
                           * a GPU adds with atomics in any order, which moves the double sum by ~2^-41
                           * of itself: the float r made from it changes only near a float rounding
                           * boundary, docs/gpu.md) */
+    /* The rope and KV store in the q|k|v product's epilogue (RUNNER_FUSE_ROPE): y rows are q|k|v
+     * (n_out = (n_head + n_head_kv) head_dim + n_head_kv head_dim_v); after the product, y's q and k
+     * parts are rotated and k, v stored as rope_store does. Not with accumulate, swiglu_out or out_xn. */
+    const backend_rope_kv *rope_kv;
 } backend_mm_opts;
+
+/* Whether o->rope_kv may ride on a product of n_out rows (the rows are q|k|v; no other epilogue). */
+static inline bool backend_rope_kv_fits(const backend_mm_opts *o, int64_t n_out)
+{
+    const backend_rope_kv *rk = o->rope_kv;
+    return !o->accumulate && !o->swiglu_out && !o->out_xn &&
+           n_out == ((int64_t)rk->n_head + rk->n_head_kv) * rk->head_dim + (int64_t)rk->n_head_kv * rk->head_dim_v;
+}
 
 typedef struct backend_ops {
     const char *name;
@@ -134,14 +163,10 @@ typedef struct backend_ops {
                           ai_err *err);
     ai_status (*swiglu)(void *ctx, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
     ai_status (*swiglu_rows)(void *ctx, float *out, const float *gu, int32_t rows, int32_t n, ai_err *err);
-    /* rope of q and k, then kv_store of k and v, in one op (GPU: one launch). An f8_e4m3 cache stores
-     * fp8(k / k_scale) and fp8(v / v_scale) (fp8.h: nearest even, saturated to +-448); the scales are
-     * ignored for f16/f32. */
+    /* rope of q and k (n_tok rows each, in place), then the store of k and v (backend_rope_kv), in one
+     * op (GPU: one launch). */
     ai_status (*rope_store)(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                            int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                            int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
-                            const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                            float k_scale, float v_scale, const int32_t *slot, ai_err *err);
+                            int64_t v_stride, int32_t n_tok, const backend_rope_kv *rk, ai_err *err);
     ai_status (*gather_rows)(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                              ai_err *err);
     /* y (n_tok, n_out) = x (n_tok, n_in) W^T; scratch is the backend's own (sized by matmul_reserve). */

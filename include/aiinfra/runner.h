@@ -51,6 +51,8 @@ typedef struct runner_params {
                                * the residual-writing product also writes x * norm_w and sum(x^2), the
                                * reading one scales by 1 / rms; pure decode steps of GEMV size only;
                                * implies add and replaces norm there */
+#define RUNNER_FUSE_ROPE 64u /* the rope and KV store in the q|k|v product's epilogue (backend_mm_opts.rope_kv);
+                               * only in steps the backend serves with its GEMV, ignored in larger ones */
 #define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
                                * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
                                * three for quantized ones; in larger steps all three */

@@ -403,7 +403,7 @@ int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
 bool runner_step_gemm(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok; }
 unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
-    return runner_step_gemm(r, n_tok) ? r->fuse_big & ~RUNNER_FUSE_GLU : r->fuse;
+    return runner_step_gemm(r, n_tok) ? r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE) : r->fuse;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

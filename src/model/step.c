@@ -71,7 +71,11 @@ static ai_status step_body(void *arg, ai_err *err)
     const int32_t n = r->n_tok, dim = c->dim;
     const int32_t qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim, kvdv = c->n_head_kv * c->head_dim_v;
     const int32_t *tok = meta(r, META_TOKENS, true), *pos = meta(r, META_POS, true), *slot = meta(r, META_SLOT, true);
-    const int neox = c->rope_kind == MODEL_ROPE_NEOX;
+    backend_rope_kv rk = {.n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = c->head_dim,
+                          .head_dim_v = c->head_dim_v, .rope_dim = c->rope_dim, .pos = pos, .base = c->rope_base,
+                          .freq_scale = r->freq_scale, .factors = r->rope_factors,
+                          .neox = c->rope_kind == MODEL_ROPE_NEOX, .kv_type = r->kv_type, .k_scale = r->k_scale,
+                          .v_scale = r->v_scale, .slot = slot};
     backend_attn at = {.out = r->att, .q = r->q, .q_stride = qd, .kv_type = r->kv_type, .k_scale = r->k_scale,
                        .v_scale = r->v_scale,
                        .block_tables = meta(r, META_BT, true), .q_start = meta(r, META_QSTART, true),
@@ -109,15 +113,19 @@ static ai_status step_body(void *arg, ai_err *err)
         const backend_mm_opts qkv_o = {.in_ss = defer_qkv ? SS_SLOT(2 * il) : NULL, .eps = c->norm_eps};
         const backend_mm_opts gu_o = {.in_ss = f_defer ? SS_SLOT(2 * il + 1) : NULL, .eps = c->norm_eps};
         const float *next = il + 1 < c->n_layer ? r->layers[il + 1].attn_norm.data : r->output_norm.data;
-        char *kc = (char *)r->kv + (size_t)il * r->kv_k_layer;
-        char *vc = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
+        rk.k_cache = (char *)r->kv + (size_t)il * r->kv_k_layer;
+        rk.v_cache = (char *)r->kv + (size_t)c->n_layer * r->kv_k_layer + (size_t)il * r->kv_v_layer;
+        /* rope: the rope and KV store in the q|k|v product's epilogue (nothing between them to do) */
+        const bool f_rope = (fuse & RUNNER_FUSE_ROPE) && r->fuse_qkv && !L->bq.data && !L->q_norm.data;
         float *q = r->q, *k = r->k, *v = r->v;
         int64_t qs = qd, ks = kvd, vs = kvdv; /* row strides */
         /* (without add, the previous add_rmsnorm made xn; with defer, the previous down product) */
         if (!norm_qkv && !defer_qkv && (il == 0 || f_add))
             TRY(o->rmsnorm(bc, r->xn, r->x, L->attn_norm.data, n, dim, c->norm_eps, err));
         if (r->fuse_qkv) { /* one product for q|k|v: rows of qd + kvd + kvdv */
-            TRY(o->matmul_ex(bc, &L->wqkv, norm_qkv ? r->x : r->xn, n, r->q, norm_qkv ? &attn_in : &qkv_o, err));
+            backend_mm_opts qkv_opts = norm_qkv ? attn_in : qkv_o;
+            qkv_opts.rope_kv = f_rope ? &rk : NULL;
+            TRY(o->matmul_ex(bc, &L->wqkv, norm_qkv ? r->x : r->xn, n, r->q, &qkv_opts, err));
             k = q + qd;
             v = k + kvd;
             qs = ks = vs = qd + kvd + kvdv;
@@ -135,11 +143,9 @@ static ai_status step_body(void *arg, ai_err *err)
             TRY(o->rmsnorm(bc, q, q, L->q_norm.data, n * c->n_head, c->head_dim, c->norm_eps, err));
             TRY(o->rmsnorm(bc, k, k, L->k_norm.data, n * c->n_head_kv, c->head_dim, c->norm_eps, err));
         }
-        TRY(o->rope_store(bc, q, qs, k, ks, v, vs, n, c->n_head, c->n_head_kv, c->head_dim, c->head_dim_v,
-                          c->rope_dim, pos, c->rope_base, r->freq_scale, r->rope_factors, neox, kc, vc, r->kv_type,
-                          r->k_scale, r->v_scale, slot, err));
-        at.k_cache = kc;
-        at.v_cache = vc;
+        if (!f_rope) TRY(o->rope_store(bc, q, qs, k, ks, v, vs, n, &rk, err));
+        at.k_cache = rk.k_cache;
+        at.v_cache = rk.v_cache;
         at.q_stride = qs;
         TRY(attend(r, &at, err));
         if (f_defer) { /* x += att Wo^T, xn = x * ffn_norm, its sum of squares */

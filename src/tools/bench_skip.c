@@ -18,14 +18,9 @@ static ai_status skip_add_rmsnorm(void *ctx, float *x, const float *delta, float
 }
 
 static ai_status skip_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                                 int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                                 int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
-                                 const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                                 float k_scale, float v_scale, const int32_t *slot, ai_err *err)
+                                 int64_t v_stride, int32_t n_tok, const backend_rope_kv *rk, ai_err *err)
 {
-    (void)ctx, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride, (void)n_tok, (void)n_head;
-    (void)n_head_kv, (void)head_dim, (void)head_dim_v, (void)rope_dim, (void)pos, (void)base, (void)freq_scale;
-    (void)factors, (void)neox, (void)k_cache, (void)v_cache, (void)kv_type, (void)k_scale, (void)v_scale, (void)slot;
+    (void)ctx, (void)q, (void)q_stride, (void)k, (void)k_stride, (void)v, (void)v_stride, (void)n_tok, (void)rk;
     (void)err;
     return AI_OK;
 }

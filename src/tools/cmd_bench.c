@@ -3,7 +3,7 @@
  *
  *   aiinfra bench -m MODEL | --arch NAME --random-weights [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]
  *                 [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]
- *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--threads N] [--seed S] [--json]
+ *                 [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer,rope] [--threads N] [--seed S] [--json]
  *                 [--skip-ops norm,rope,attn,swiglu]
  *
  * B sequences of P random prompt tokens are prefilled (steps of up to T tokens, sequences packed
@@ -33,7 +33,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: aiinfra bench (-m MODEL | --arch NAME --random-weights) [--dtype bf16|f16|f32|q8_0|q4_0|q4_1]\n"
             "                     [--backend cuda|cpu] [--batch B] [--prompt P] [--gen G] [--block N] [--chunk T]\n"
-            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer] [--kv-cache-dtype auto|f16|fp8]\n"
+            "                     [--no-graphs] [--fuse auto|none|all|norm,swiglu,add,glu,defer,rope] [--kv-cache-dtype auto|f16|fp8]\n"
             "                     [--threads N] [--seed S] [--json] [--skip-ops norm,rope,attn,swiglu]\n"
             "presets: llama3-8b, llama-1b, qwen2-7b, smollm2-135m\n"
             "       aiinfra bench serve --url URL ...   load generator for a running server (--help)\n");
@@ -62,7 +62,7 @@ static bool parse_fuse(const char *v, unsigned *out)
 {
     static const cli_flag names[] = {
         {"norm", RUNNER_FUSE_NORM}, {"swiglu", RUNNER_FUSE_SWIGLU}, {"add", RUNNER_FUSE_ADD}, {"glu", RUNNER_FUSE_GLU},
-        {"defer", RUNNER_FUSE_DEFER}, {"none", 0},
+        {"defer", RUNNER_FUSE_DEFER}, {"rope", RUNNER_FUSE_ROPE}, {"none", 0},
         {"all", RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD}};
     *out = RUNNER_FUSE_EXACT;
     if (!strcmp(v, "auto")) return *out = RUNNER_FUSE_AUTO, true;
@@ -122,11 +122,11 @@ static ai_status open_backend(const bench_opts *o, backend *be, ai_err *err)
 }
 
 /* "none" or the RUNNER_FUSE_* names joined by commas */
-static void fuse_name(char out[40], unsigned fu)
+static void fuse_name(char out[48], unsigned fu)
 {
-    snprintf(out, 40, "%s%s%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
+    snprintf(out, 48, "%s%s%s%s%s%s%s", fu ? "" : "none", fu & RUNNER_FUSE_NORM ? "norm," : "",
              fu & RUNNER_FUSE_SWIGLU ? "swiglu," : "", fu & RUNNER_FUSE_ADD ? "add," : "", fu & RUNNER_FUSE_GLU ? "glu," : "",
-             fu & RUNNER_FUSE_DEFER ? "defer," : "");
+             fu & RUNNER_FUSE_DEFER ? "defer," : "", fu & RUNNER_FUSE_ROPE ? "rope," : "");
     if (fu) out[strlen(out) - 1] = 0;
 }
 
@@ -263,7 +263,7 @@ int cmd_bench(int argc, char **argv)
     double prefill_bound = mm_tflops > 0 ? (double)B * P / (pf_flops / (mm_tflops * 1e12)) : 0;
 
     const char *src = m ? o.model : o.arch;
-    char fuse[40], fuse_pf[40]; /* the fusions of a decode step (B tokens) and of a prefill step */
+    char fuse[48], fuse_pf[48]; /* the fusions of a decode step (B tokens) and of a prefill step */
     fuse_name(fuse, runner_fusions(r, B));
     fuse_name(fuse_pf, runner_fusions(r, chunk));
     if (o.json) {

@@ -30,14 +30,14 @@ def test_bench_cpu_json(aiinfra_bin):
 
 
 def test_bench_fuse_defer_and_skip_ops(aiinfra_bin):
-    """--fuse defer runs (and is reported), and --skip-ops turns ops into no-ops without breaking the run: the
+    """--fuse defer,rope runs (and is reported), and --skip-ops turns ops into no-ops without breaking the run: the
     greedy tokens of the undefined logits are clamped, the JSON and the text output say which ops were skipped."""
     base = [aiinfra_bin, "bench", "-m", FIX, "--backend", "cpu", "--threads", "2", "--batch", "2", "--prompt", "12",
             "--gen", "6"]
-    r = subprocess.run(base + ["--fuse", "defer", "--json"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(base + ["--fuse", "defer,rope", "--json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     o = json.loads(r.stdout)
-    assert o["fuse"] == "defer" and o["skip_ops"] == 0 and o["decode_tok_s"] > 0
+    assert o["fuse"] == "defer,rope" and o["skip_ops"] == 0 and o["decode_tok_s"] > 0
     r = subprocess.run(base + ["--skip-ops", "norm,rope,attn,swiglu", "--json"], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr

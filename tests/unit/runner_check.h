@@ -252,15 +252,103 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok
     free(h);
 }
 
+/* matmul_ex with the rope + KV store epilogue (backend_mm_opts.rope_kv) against its definition on the
+ * same backend: matmul_ex without it, then rope_store on the q|k|v rows. A q|k|v weight of type t for
+ * 4 query and 2 kv heads of 64 dims (v heads of 32), rope over all 64 dims or the first 32, neox or
+ * not, with the split norm's input scale (in_ss) or without; n_tok tokens at scattered positions, the
+ * second one without a cache slot (rotate only). Both the outputs and every byte of both caches (junk
+ * where no token is stored) must be identical: a fusing backend runs the same dot products and the
+ * same rotation (cuk_rope.cuh), a composing one the same ops. Then the refusals: rope_kv with
+ * accumulate, and with rows that are not q|k|v. */
+static void matmul_rope_check(backend *be, dtype t, int32_t n_tok, dtype kv, int neox, int32_t rope_dim, bool scaled)
+{
+    const backend_ops *o = be->ops;
+    void *c = be->ctx;
+    ai_err err = {0};
+    enum { NH = 4, NKV = 2, HD = 64, HDV = 32, SLOTS = 24 };
+    const int64_t n_in = 1024, n_out = (NH + NKV) * HD + NKV * HDV, nx = (int64_t)n_tok * n_in;
+    const int64_t ny = ((int64_t)n_tok * n_out + 63) & ~63, es = kv == DTYPE_F32 ? 4 : kv == DTYPE_F16 ? 2 : 1;
+    const size_t kb = (size_t)SLOTS * NKV * HD * es, vb = (size_t)SLOTS * NKV * HDV * es;
+    backend_weight w = {.type = t, .n_out = n_out, .n_in = n_in};
+    assert_true(n_tok <= 16);
+    float *h = malloc((size_t)(nx + 2 * ny) * sizeof(float));
+    unsigned char *junk = malloc(kb), *hc = malloc(4 * kb);
+    int32_t meta[32];
+    double ss[16];
+    assert_true(h && junk && hc);
+    uint64_t st = 0x2545F4914F6CDD1Dull ^ (uint64_t)(t * 131 + n_tok * 7 + rope_dim);
+    for (int64_t i = 0; i < nx; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+    }
+    for (size_t i = 0; i < kb; i++) junk[i] = (unsigned char)(i * 29 + 7);
+    for (int32_t k = 0; k < n_tok; k++) {
+        meta[k] = (int32_t)((k * 2654435761u) % 9000u);     /* positions */
+        meta[16 + k] = k == 1 ? -1 : (k * 5 + 3) % SLOTS;   /* slots: distinct, token 1 none */
+        ss[k] = 200.0 * (k + 1);
+    }
+    float *d = NULL;
+    unsigned char *dc = NULL;
+    int32_t *dm = NULL;
+    double *dss = NULL;
+    if (o->alloc(c, o->weight_bytes(c, t, n_out, n_in), &w.data, &err) ||
+        o->alloc(c, (size_t)(nx + 2 * ny) * sizeof(float), (void **)&d, &err) ||
+        o->alloc(c, 4 * kb, (void **)&dc, &err) || o->alloc(c, sizeof meta, (void **)&dm, &err) ||
+        o->alloc(c, sizeof ss, (void **)&dss, &err) || o->weight_random(c, &w, 31 + (uint64_t)t, 0.05f, &err) ||
+        o->matmul_reserve(c, &w, n_tok, &err) || o->upload(c, d, h, (size_t)nx * sizeof(float), &err) ||
+        o->upload(c, dm, meta, sizeof meta, &err) || o->upload(c, dss, ss, sizeof ss, &err))
+        fail_msg("matmul_rope_check set-up: %s", err.msg);
+    for (int i = 0; i < 4; i++)
+        if (o->upload(c, dc + i * kb, junk, i % 2 ? vb : kb, &err)) fail_msg("matmul_rope_check: %s", err.msg);
+    float *dx = d, *dref = d + nx, *dy = dref + ny;
+    backend_rope_kv rref = {.n_head = NH, .n_head_kv = NKV, .head_dim = HD, .head_dim_v = HDV, .rope_dim = rope_dim,
+                            .pos = dm, .base = 500000.0f, .freq_scale = 1.0f, .neox = neox, .k_cache = dc,
+                            .v_cache = dc + kb, .kv_type = kv, .k_scale = 0.3f, .v_scale = 1.7f, .slot = dm + 16};
+    backend_rope_kv rfus = rref;
+    rfus.k_cache = dc + 2 * kb, rfus.v_cache = dc + 3 * kb;
+    const backend_mm_opts plain = {.in_ss = scaled ? dss : NULL, .eps = 1e-5f};
+    backend_mm_opts fused = plain;
+    fused.rope_kv = &rfus;
+    const int64_t qd = NH * HD, kvd = NKV * HD;
+    if (o->matmul_ex(c, &w, dx, n_tok, dref, &plain, &err) ||
+        o->rope_store(c, dref, n_out, dref + qd, n_out, dref + qd + kvd, n_out, n_tok, &rref, &err) ||
+        o->matmul_ex(c, &w, dx, n_tok, dy, &fused, &err) ||
+        o->download(c, h + nx, dref, (size_t)(2 * ny) * sizeof(float), &err) || o->download(c, hc, dc, 4 * kb, &err))
+        fail_msg("matmul_rope_check %s n_tok %d: %s", dtype_name(t), n_tok, err.msg);
+    const char *what = memcmp(h + nx, h + nx + ny, (size_t)n_tok * n_out * sizeof(float)) ? "q|k|v rows"
+                       : memcmp(hc, hc + 2 * kb, kb)                                       ? "k cache"
+                       : memcmp(hc + kb, hc + 3 * kb, vb)                                  ? "v cache"
+                                                                                          : NULL;
+    if (what)
+        fail_msg("matmul_rope_check %s n_tok %d kv %s neox %d rope_dim %d scaled %d: %s not as matmul_ex + rope_store give them",
+                 dtype_name(t), n_tok, dtype_name(kv), neox, rope_dim, scaled, what);
+    backend_mm_opts bad = fused;
+    bad.accumulate = true;
+    assert_int_equal(o->matmul_ex(c, &w, dx, n_tok, dy, &bad, &err), AI_ERR_INVALID);
+    backend_weight short_w = w;
+    short_w.n_out -= 2;
+    assert_int_not_equal(o->matmul_ex(c, &short_w, dx, n_tok, dy, &fused, &err), AI_OK);
+    o->dealloc(c, dss);
+    o->dealloc(c, dm);
+    o->dealloc(c, dc);
+    o->dealloc(c, d);
+    o->dealloc(c, w.data);
+    free(h);
+    free(junk);
+    free(hc);
+}
+
 /* The fusion sets every backend is checked with: each combination of norm, swiglu and add, the SwiGLU
  * epilogue alone and with the others (it replaces the swiglu prologue), the split norm alone and with
- * the others (it replaces norm and implies add in pure decode steps), then AUTO. */
+ * the others (it replaces norm and implies add in pure decode steps), the rope epilogue alone, with the
+ * split norm and SwiGLU epilogue (the fewest kernels per layer) and with norm, swiglu, add; then AUTO. */
 #define RC_X RUNNER_FUSE_EXACT
 static const unsigned runner_check_fusions[] = {
     RC_X, RC_X | 1, RC_X | 2, RC_X | 3, RC_X | 4, RC_X | 5, RC_X | 6, RC_X | 7, RC_X | RUNNER_FUSE_GLU,
     RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_NORM, RC_X | RUNNER_FUSE_GLU | RUNNER_FUSE_ADD, RC_X | RUNNER_FUSE_GLU | 7,
     RC_X | RUNNER_FUSE_DEFER, RC_X | RUNNER_FUSE_DEFER | RUNNER_FUSE_SWIGLU, RC_X | RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU,
-    RC_X | RUNNER_FUSE_DEFER | 7, RUNNER_FUSE_AUTO};
+    RC_X | RUNNER_FUSE_DEFER | 7, RC_X | RUNNER_FUSE_ROPE, RC_X | RUNNER_FUSE_ROPE | RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU,
+    RC_X | RUNNER_FUSE_ROPE | 7, RUNNER_FUSE_AUTO};
 #undef RC_X
 
 static const char *const runner_check_models[] = {

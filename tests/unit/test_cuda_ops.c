@@ -256,8 +256,11 @@ static void test_rope_store(void **state)
             OK(cuk_rope(NULL, dq[0], n_tok, nh, qs, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
             OK(cuk_rope(NULL, dk[0], n_tok, nkv, ks, hd, rd, dpos, 10000.0f, 1.0f, NULL, cases[c].neox, ERR));
             OK(cuk_kv_store(NULL, dkc[0], dvc[0], kt, ksc, vsc, dk[0], ks, dv, vs, n_tok, kvd, kvd, dslot, ERR));
-            OK(cuk_rope_store(NULL, dq[1], qs, dk[1], ks, dv, vs, n_tok, nh, nkv, hd, hd, rd, dpos, 10000.0f, 1.0f,
-                              NULL, cases[c].neox, dkc[1], dvc[1], kt, ksc, vsc, dslot, ERR));
+            const cuk_rope_kv rk = {.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .head_dim_v = hd, .rope_dim = rd,
+                                    .pos = dpos, .base = 10000.0f, .freq_scale = 1.0f, .neox = cases[c].neox,
+                                    .k_cache = dkc[1], .v_cache = dvc[1], .kv_type = kt, .k_scale = ksc,
+                                    .v_scale = vsc, .slot = dslot};
+            OK(cuk_rope_store(NULL, dq[1], qs, dk[1], ks, dv, vs, n_tok, &rk, ERR));
             const size_t nq = (size_t)n_tok * qs * 4, nk = (size_t)n_tok * ks * 4;
             unsigned char *a = malloc(nq > cb ? nq : cb), *b = malloc(nq > cb ? nq : cb);
             cuda_test_get(a, dq[0], nq), cuda_test_get(b, dq[1], nq);

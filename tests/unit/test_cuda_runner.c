@@ -270,6 +270,28 @@ static void test_cuda_matmul_defer(void **state)
     backend_free(&be);
 }
 
+/* matmul_ex's rope epilogue on the CUDA backend (runner_check.h): fused in the float GEMVs (f32, f16,
+ * and bf16 below the tensor-core GEMV's 5 tokens), composed elsewhere (bf16 from 5 tokens, q8_0, q4_0);
+ * bit-for-bit against matmul_ex + rope_store either way, every cache dtype, neox or not, partial rope,
+ * with and without the split norm's scale. */
+static void test_cuda_matmul_rope(void **state)
+{
+    CUDA_TEST_REQUIRE();
+    backend be;
+    ai_err err = {0};
+    if (backend_cuda_init(&be, 0, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
+    static const dtype kvs[] = {DTYPE_F32, DTYPE_F16, DTYPE_F8_E4M3};
+    static const int32_t toks[] = {1, 2, 3, 4, 5, 9, 16};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+            for (size_t j = 0; j < sizeof kvs / sizeof *kvs; j++) {
+                matmul_rope_check(&be, types[i], toks[k], kvs[j], 1, 64, (k + j) % 2 == 0);
+                matmul_rope_check(&be, types[i], toks[k], kvs[j], 0, 32, (k + j) % 2 == 1);
+            }
+    backend_free(&be);
+}
+
 int main(void)
 {
     cuda_test_filter();
@@ -281,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_cuda_runner_sample),
         cmocka_unit_test(test_cuda_matmul_glu),
         cmocka_unit_test(test_cuda_matmul_defer),
+        cmocka_unit_test(test_cuda_matmul_rope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

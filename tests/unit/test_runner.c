@@ -50,6 +50,22 @@ static void test_cpu_matmul_defer(void **state)
     backend_free(&be);
 }
 
+/* The CPU composes the rope epilogue (matmul, then rope_store): runner_check.h's identity checks the
+ * plumbing (which rows are q, k, v; the caches; the refusals). */
+static void test_cpu_matmul_rope(void **state)
+{
+    backend be;
+    ai_err err = {0};
+    if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
+    static const dtype kvs[] = {DTYPE_F32, DTYPE_F16, DTYPE_F8_E4M3};
+    for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++)
+        for (int32_t n_tok = 1; n_tok <= 3; n_tok += 2) {
+            matmul_rope_check(&be, DTYPE_BF16, n_tok, kvs[i], 1, 64, i == 0);
+            matmul_rope_check(&be, DTYPE_F32, n_tok, kvs[i], 0, 32, i != 0);
+        }
+    backend_free(&be);
+}
+
 /* Rounded KV caches against the f32 forward. Rounding K and V to a p-bit mantissa perturbs each stored
  * value by at most u = 2^-p relative (f16: 2^-11, fp8 e4m3: 2^-4, below 448 * scale and above its
  * subnormals); the logits move by a first-order multiple of u. Over these 7 models the worst relative
@@ -168,10 +184,13 @@ static void test_cpu_fp8_kv_ops(void **state)
     memcpy(k8_before, k8, (size_t)slots * kvd);
     float *kf_before = malloc((size_t)slots * kvd * sizeof(float));
     memcpy(kf_before, kf, (size_t)slots * kvd * sizeof(float));
-    assert_int_equal(o->rope_store(be.ctx, q, qd, k, kvd, v, kvdv, NT, NH, NKV, HD, HDV, RD, pos, 10000.0f, 1.0f, NULL, 1,
-                                   kf, vf, DTYPE_F32, 0, 0, slot, &err), AI_OK);
-    assert_int_equal(o->rope_store(be.ctx, q2, qd, k2, kvd, v, kvdv, NT, NH, NKV, HD, HDV, RD, pos, 10000.0f, 1.0f, NULL,
-                                   1, k8, v8, DTYPE_F8_E4M3, ks, vs, slot, &err), AI_OK);
+    backend_rope_kv rf = {.n_head = NH, .n_head_kv = NKV, .head_dim = HD, .head_dim_v = HDV, .rope_dim = RD,
+                          .pos = pos, .base = 10000.0f, .freq_scale = 1.0f, .neox = 1, .k_cache = kf, .v_cache = vf,
+                          .kv_type = DTYPE_F32, .slot = slot};
+    backend_rope_kv r8 = rf;
+    r8.k_cache = k8, r8.v_cache = v8, r8.kv_type = DTYPE_F8_E4M3, r8.k_scale = ks, r8.v_scale = vs;
+    assert_int_equal(o->rope_store(be.ctx, q, qd, k, kvd, v, kvdv, NT, &rf, &err), AI_OK);
+    assert_int_equal(o->rope_store(be.ctx, q2, qd, k2, kvd, v, kvdv, NT, &r8, &err), AI_OK);
     assert_memory_equal(q, q2, sizeof q);
     assert_memory_equal(k, k2, sizeof k);
     for (int t = 0; t < NT; t++) {
@@ -319,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_cpu_runner_matches_forward),
         cmocka_unit_test(test_cpu_matmul_glu),
         cmocka_unit_test(test_cpu_matmul_defer),
+        cmocka_unit_test(test_cpu_matmul_rope),
         cmocka_unit_test(test_cpu_runner_kv_fp8),
         cmocka_unit_test(test_cpu_fp8_kv_ops),
         cmocka_unit_test(test_runner_kv_dtype_checks),

@@ -178,15 +178,14 @@ static ai_status cb_kv_store(void *ctx, void *k_cache, void *v_cache, dtype kv_t
 }
 
 static ai_status cb_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                               int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                               int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
-                               const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                               float k_scale, float v_scale, const int32_t *slot, ai_err *err)
+                               int64_t v_stride, int32_t n_tok, const backend_rope_kv *rk, ai_err *err)
 {
-    cb_rope(ctx, q, n_tok, n_head, q_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
-    cb_rope(ctx, k, n_tok, n_head_kv, k_stride, head_dim, rope_dim, pos, base, freq_scale, factors, neox, err);
-    return cb_kv_store(ctx, k_cache, v_cache, kv_type, k_scale, v_scale, k, k_stride, v, v_stride, n_tok, n_head_kv * head_dim,
-                       n_head_kv * head_dim_v, slot, err);
+    cb_rope(ctx, q, n_tok, rk->n_head, q_stride, rk->head_dim, rk->rope_dim, rk->pos, rk->base, rk->freq_scale,
+            rk->factors, rk->neox, err);
+    cb_rope(ctx, k, n_tok, rk->n_head_kv, k_stride, rk->head_dim, rk->rope_dim, rk->pos, rk->base, rk->freq_scale,
+            rk->factors, rk->neox, err);
+    return cb_kv_store(ctx, rk->k_cache, rk->v_cache, rk->kv_type, rk->k_scale, rk->v_scale, k, k_stride, v, v_stride,
+                       n_tok, rk->n_head_kv * rk->head_dim, rk->n_head_kv * rk->head_dim_v, rk->slot, err);
 }
 
 static ai_status cb_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
@@ -248,6 +247,9 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes a finished input (no norm or swiglu prologue)");
     if (o->out_xn && (!o->out_nw || !o->out_ss || o->swiglu_out))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: out_xn needs out_nw and out_ss (and no swiglu epilogue)");
+    if (o->rope_kv && !backend_rope_kv_fits(o, w->n_out))
+        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: rope_kv needs q|k|v rows (n_out %lld) and no accumulate, "
+                          "swiglu or out_xn epilogue", (long long)w->n_out);
     const bool pro = o->norm_w || o->swiglu_in || o->in_ss, via_acc = o->accumulate || o->swiglu_out;
     const size_t nin = (size_t)n_tok * (size_t)w->n_in, nout = (size_t)n_tok * (size_t)w->n_out;
     if (n_tok < 1 || (pro && nin > b->pre_n) || (via_acc && nout > b->acc_n))
@@ -278,6 +280,11 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
             }
             o->out_ss[t] += ss;
         }
+    if (o->rope_kv) {
+        const backend_rope_kv *rk = o->rope_kv;
+        const int64_t qd = (int64_t)rk->n_head * rk->head_dim, kvd = (int64_t)rk->n_head_kv * rk->head_dim;
+        return cb_rope_store(ctx, y, w->n_out, y + qd, w->n_out, y + qd + kvd, w->n_out, n_tok, rk, err);
+    }
     return AI_OK;
 }
 

@@ -170,15 +170,9 @@ static ai_status cu_swiglu_rows(void *ctx, float *out, const float *gu, int32_t 
     return cuk_swiglu_rows(S(ctx), out, gu, rows, n, err);
 }
 static ai_status cu_rope_store(void *ctx, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                               int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                               int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
-                               const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                               float k_scale, float v_scale,
-                               const int32_t *slot, ai_err *err)
+                               int64_t v_stride, int32_t n_tok, const backend_rope_kv *rk, ai_err *err)
 {
-    return cuk_rope_store(S(ctx), q, q_stride, k, k_stride, v, v_stride, n_tok, n_head, n_head_kv, head_dim, head_dim_v,
-                          rope_dim, pos, base, freq_scale, factors, neox, k_cache, v_cache, kv_type, k_scale, v_scale,
-                          slot, err);
+    return cuk_rope_store(S(ctx), q, q_stride, k, k_stride, v, v_stride, n_tok, rk, err);
 }
 static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int32_t n, int32_t dim,
                                 ai_err *err)
@@ -229,6 +223,20 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                  (opts->out_xn && (!opts->out_nw || !opts->out_ss || opts->swiglu_out))))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes no prologue; out_xn needs out_nw and out_ss "
                                                "and no swiglu epilogue");
+    if (opts && opts->rope_kv && !(gemv && cuk_gemv_rope_fused(w, x, n_tok, opts))) {
+        /* no kernel fuses this case: the product, then rope_store on its q|k|v rows */
+        if (!backend_rope_kv_fits(opts, w->n_out))
+            return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: rope_kv needs q|k|v rows (n_out %lld) and no "
+                              "accumulate, swiglu or out_xn epilogue", (long long)w->n_out);
+        const backend_rope_kv *rk = opts->rope_kv;
+        backend_mm_opts in = *opts;
+        in.rope_kv = NULL;
+        ai_status st = cu_matmul_ex(ctx, w, x, n_tok, y, &in, err);
+        const int64_t qd = (int64_t)rk->n_head * rk->head_dim, kvd = (int64_t)rk->n_head_kv * rk->head_dim;
+        return st != AI_OK ? st
+                           : cuk_rope_store(b->stream, y, w->n_out, y + qd, w->n_out, y + qd + kvd, w->n_out, n_tok, rk,
+                                            err);
+    }
     if (opts && (opts->in_ss || opts->out_xn) && !cuk_matmul_fuses_split_norm(b->gemm, w, n_tok)) {
         /* the split norm where no kernel fuses it (cuBLASLt): the input scaled into b->pre, the product,
          * then x * w and the sums of squares */

@@ -88,12 +88,11 @@ ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_heads, int64
                    int32_t rope_dim, const int32_t *pos, float base, float freq_scale, const float *factors,
                    int neox, ai_err *err);
 /* cuk_rope on q (n_head heads) and k (n_head_kv heads), then cuk_kv_store of k and v (v rows are
- * n_head_kv * head_dim_v wide): the three in one launch, one block per (token, head). */
+ * n_head_kv * head_dim_v wide): the three in one launch, one block per (token, head). The arguments
+ * (heads, positions, cache, slots) are backend_rope_kv's (include/aiinfra/backend.h). */
+typedef backend_rope_kv cuk_rope_kv;
 ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                         int64_t v_stride, int32_t n_tok, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
-                         int32_t head_dim_v, int32_t rope_dim, const int32_t *pos, float base, float freq_scale,
-                         const float *factors, int neox, void *k_cache, void *v_cache, dtype kv_type,
-                         float k_scale, float v_scale, const int32_t *slot, ai_err *err);
+                         int64_t v_stride, int32_t n_tok, const cuk_rope_kv *rk, ai_err *err);
 /* out[i] = silu(gate[i]) * up[i] = gate / (1 + exp(-gate)) * up, i < n; out may alias gate. */
 ai_status cuk_swiglu(cuk_stream s, float *out, const float *gate, const float *up, int64_t n, ai_err *err);
 /* out (rows, n) = silu(gu[r, 0:n]) * gu[r, n:2n]: the output of a stacked gate|up weight. */
@@ -167,7 +166,10 @@ ai_status cuk_gemv(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_
  *   o->accumulate: y += product (one thread owns each y element: no atomics);
  *   o->swiglu_out: y (n_tok, n_out / 2) = silu(gate rows' product) * up rows' product, fused only where
  *                 cuk_gemv_glu_fused says (the float GEMVs, no prologue); cuk_matmul_ex and cuk_gemv_ex
- *                 refuse it elsewhere (AI_ERR_UNSUPPORTED) and the CUDA backend composes it then.
+ *                 refuse it elsewhere (AI_ERR_UNSUPPORTED) and the CUDA backend composes it then;
+ *   o->rope_kv:   y rows are q|k|v; rotated and stored as cuk_rope_store does, fused only where
+ *                 cuk_gemv_rope_fused says (the float GEMVs, no prologue; in_ss allowed), refused
+ *                 elsewhere like swiglu_out.
  * Where cuk_matmul_ex runs cuBLASLt (!cuk_matmul_runs_gemv) the prologue is a kernel that writes the
  * GEMM's 16-bit input into the work area (f32 weights: cuk_rmsnorm / cuk_swiglu_rows), then the GEMM,
  * with beta = 1 when accumulating. cuk_matmul_work_size covers both. */
@@ -177,6 +179,7 @@ ai_status cuk_matmul_ex(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const fl
 ai_status cuk_gemv_ex(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, const cuk_mm_opts *o,
                       ai_err *err);
 bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o);
+bool cuk_gemv_rope_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o);
 
 // --- attention over a paged KV cache (k_attention.cu) ----------------------------------------
 

@@ -474,8 +474,9 @@ static ai_status matmul_lt(cuk_gemm *g, cuk_stream s, const cuk_weight *w, const
     if (!g || !w || !w->data || !x || !y || n_tok < 1 || w->n_out < 1 || w->n_in < 1 || n_tok > (1 << 30) ||
         (o && o->norm_w && o->swiglu_in))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_matmul: bad arguments (n_tok %lld)", (long long)n_tok);
-    if (o && o->swiglu_out) /* only the float GEMVs fuse it (cuk_gemv_glu_fused); backend_cuda.c composes the rest */
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no swiglu epilogue on the GEMM routes");
+    if (o && (o->swiglu_out || o->rope_kv)) /* only the float GEMVs fuse them (cuk_gemv_glu_fused,
+                                               * cuk_gemv_rope_fused); backend_cuda.c composes the rest */
+        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no swiglu or rope epilogue on the GEMM routes");
     if (o && (o->in_ss || o->out_xn) && !cuk_matmul_fuses_split_norm(g, w, n_tok))
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_matmul: no split norm on the cuBLASLt route");
     const dtype t = w->type;

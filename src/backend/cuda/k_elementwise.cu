@@ -32,6 +32,7 @@ extern "C" {
 }
 #include "backend/cuda/cuk_fp8.cuh"
 #include "backend/cuda/cuk_launch.h"
+#include "backend/cuda/cuk_rope.cuh"
 #include "backend/cuda/k_gemv_fuse.h" /* fuse_silu_mul_acc */
 
 #define EW_THREADS 256
@@ -394,8 +395,6 @@ extern "C" ai_status cuk_norm_split_in(cuk_stream s, float *out, const float *x,
 
 // --- RoPE --------------------------------------------------------------------------------------
 
-#define ROPE_MAX_HALF 4096 /* rope_dim <= 8192: the angle tables fit in 32 KB of shared memory */
-
 /* The angle table of position p into cs/sn (shared): one thread runs the CPU's running product. */
 __device__ __forceinline__ void rope_table(float *cs, float *sn, int32_t p, int32_t half, float theta_scale,
                                            float freq_scale, const float *factors)
@@ -450,80 +449,53 @@ __global__ void k_rope(float *x, int32_t n_heads, int64_t row_stride, int32_t he
  * 10 dependent rounds of global loads plus a serial angle table (~10 us per layer, ncu); here every
  * thread rotates at most a pair or two, and its angle comes from its own running product (the same
  * float multiplications, in the same order, as model_rope's loop: identical angles). */
-/* KV element type of the store kernels: the cache dtype as a template argument (no per-element branch). */
-enum { KVS_F32 = 0, KVS_F16 = 1, KVS_F8 = 2 };
-template <int KV> static __device__ __forceinline__ void kv_put(void *cache, int64_t i, float x, float scale)
-{
-    if (KV == KVS_F16) ((__half *)cache)[i] = __float2half_rn(x);
-    else if (KV == KVS_F8) ((uint8_t *)cache)[i] = cuk_f8_from_f32(x / scale); /* IEEE division, as the CPU */
-    else ((float *)cache)[i] = x;
-}
-
 template <int KV>
 __global__ void __launch_bounds__(128) k_rope_store(float *q, int64_t q_stride, float *k, int64_t k_stride, const float *v,
-                                                    int64_t v_stride, int32_t n_head, int32_t head_dim, int32_t head_dim_v,
-                                                    int32_t half, const int32_t *pos, float theta_scale, float freq_scale,
-                                                    const float *factors, int neox, void *k_cache, void *v_cache,
-                                                    int32_t kvd, int32_t kvdv, const int32_t *slot, float k_scale,
-                                                    float v_scale)
+                                                    int64_t v_stride, cuk_rope_kv rk, float theta_scale)
 {
     cuk_pdl_wait();
-    const int32_t t = blockIdx.x, y = blockIdx.y, is_k = y >= n_head, h = is_k ? y - n_head : y;
-    float *row = is_k ? k + (int64_t)t * k_stride + (int64_t)h * head_dim : q + (int64_t)t * q_stride + (int64_t)h * head_dim;
-    const float p = (float)pos[t];
+    const int32_t t = blockIdx.x, y = blockIdx.y, is_k = y >= rk.n_head, h = is_k ? y - rk.n_head : y;
+    const int32_t hd = rk.head_dim, half = rk.rope_dim / 2;
+    float *row = is_k ? k + (int64_t)t * k_stride + (int64_t)h * hd : q + (int64_t)t * q_stride + (int64_t)h * hd;
+    const float p = (float)rk.pos[t];
     for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
-        float theta = p;
-        for (int32_t j = 0; j < i; j++) theta *= theta_scale; /* model_rope's running product */
-        const float ff = factors ? factors[i] : 1.0f, th = freq_scale * (theta / ff);
-        const float c = cosf(th), sn = sinf(th);
-        const int32_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-        const float x0 = row[ia], x1 = row[ib];
-        row[ia] = fmaf(x0, c, -(x1 * sn));
-        row[ib] = fmaf(x0, sn, x1 * c);
+        float c, sn;
+        rope_angle(p, i, theta_scale, rk.freq_scale, rk.factors, &c, &sn);
+        const int32_t ia = rk.neox ? i : 2 * i, ib = rk.neox ? i + half : 2 * i + 1;
+        rope_rotate(row[ia], row[ib], c, sn);
     }
     if (!is_k) return;
-    const int32_t sl = slot[t];
+    const int32_t sl = rk.slot[t];
     if (sl < 0) return;
     __syncthreads(); /* this head's rotated k is complete (global writes of the block are visible to it) */
-    const float *vr = v + (int64_t)t * v_stride + (int64_t)h * head_dim_v;
-    const int64_t ko = (int64_t)sl * kvd + (int64_t)h * head_dim, vo = (int64_t)sl * kvdv + (int64_t)h * head_dim_v;
-    for (int32_t j = threadIdx.x; j < head_dim; j += blockDim.x) kv_put<KV>(k_cache, ko + j, row[j], k_scale);
-    for (int32_t j = threadIdx.x; j < head_dim_v; j += blockDim.x) kv_put<KV>(v_cache, vo + j, vr[j], v_scale);
+    const int32_t hdv = rk.head_dim_v, kvd = rk.n_head_kv * hd, kvdv = rk.n_head_kv * hdv;
+    const float *vr = v + (int64_t)t * v_stride + (int64_t)h * hdv;
+    const int64_t ko = (int64_t)sl * kvd + (int64_t)h * hd, vo = (int64_t)sl * kvdv + (int64_t)h * hdv;
+    for (int32_t j = threadIdx.x; j < hd; j += blockDim.x) kv_put<KV>(rk.k_cache, ko + j, row[j], rk.k_scale);
+    for (int32_t j = threadIdx.x; j < hdv; j += blockDim.x) kv_put<KV>(rk.v_cache, vo + j, vr[j], rk.v_scale);
 }
 
 extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, float *k, int64_t k_stride,
-                                    const float *v, int64_t v_stride, int32_t n_tok, int32_t n_head,
-                                    int32_t n_head_kv, int32_t head_dim, int32_t head_dim_v, int32_t rope_dim,
-                                    const int32_t *pos, float base, float freq_scale, const float *factors, int neox,
-                                    void *k_cache, void *v_cache, dtype kv_type, float k_scale, float v_scale,
-                                    const int32_t *slot, ai_err *err)
+                                    const float *v, int64_t v_stride, int32_t n_tok, const cuk_rope_kv *rk,
+                                    ai_err *err)
 {
-    const int64_t kvd = (int64_t)n_head_kv * head_dim, kvdv = (int64_t)n_head_kv * head_dim_v;
-    if (kv_type != DTYPE_F16 && kv_type != DTYPE_F32 && kv_type != DTYPE_F8_E4M3)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: cache dtype %d is not f16, f32 or f8_e4m3", (int)kv_type);
-    if (kv_type == DTYPE_F8_E4M3 && !(k_scale > 0 && v_scale > 0))
-        return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: fp8 scales must be > 0 (k %g, v %g)", (double)k_scale,
-                          (double)v_scale);
-    if (n_tok < 0 || n_tok > INT32_MAX / 2 || n_head <= 0 || n_head_kv <= 0 || n_head + n_head_kv > 65535 ||
-        head_dim <= 0 || head_dim_v <= 0 ||
-        rope_dim <= 0 || rope_dim % 2 || rope_dim > head_dim || q_stride < (int64_t)n_head * head_dim ||
-        k_stride < kvd || v_stride < kvdv || kvd > INT32_MAX || !(base > 0) ||
-        (n_tok > 0 && (!q || !k || !v || !pos || !k_cache || !v_cache || !slot)))
-        return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: bad arguments (n_tok %d, heads %d/%d, head_dim %d)",
-                          n_tok, n_head, n_head_kv, head_dim);
-    if (rope_dim / 2 > ROPE_MAX_HALF)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope_store: rope_dim %d > %d", rope_dim, 2 * ROPE_MAX_HALF);
+    ai_status st = cuk_rope_kv_check(rk, n_tok, "cuk_rope_store", err);
+    if (st != AI_OK) return st;
+    if (q_stride < (int64_t)rk->n_head * rk->head_dim || k_stride < (int64_t)rk->n_head_kv * rk->head_dim ||
+        v_stride < (int64_t)rk->n_head_kv * rk->head_dim_v || (n_tok > 0 && (!q || !k || !v)))
+        return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: bad rows (strides %lld, %lld, %lld)",
+                          (long long)q_stride, (long long)k_stride, (long long)v_stride);
     if (n_tok == 0) return AI_OK;
-    const float theta_scale = powf(base, -2.0f / (float)rope_dim); /* host powf, as cuk_rope */
-    cudaStream_t st = (cudaStream_t)s;
-    const dim3 grid(n_tok, n_head + n_head_kv), block(rope_dim / 2 >= 128 || head_dim > 64 ? 128 : 64);
+    const float theta_scale = powf(rk->base, -2.0f / (float)rk->rope_dim); /* host powf, as cuk_rope */
+    const dim3 grid(n_tok, rk->n_head + rk->n_head_kv), block(rk->rope_dim / 2 >= 128 || rk->head_dim > 64 ? 128 : 64);
 #define ROPE_STORE(KV)                                                                                              \
-    cuk_launch(k_rope_store<KV>, grid, block, 0, st, q, q_stride, k, k_stride, v, v_stride, n_head, head_dim,         \
-               head_dim_v, rope_dim / 2, pos, theta_scale, freq_scale, factors, neox, k_cache, v_cache, (int32_t)kvd, \
-               (int32_t)kvdv, slot, k_scale, v_scale)
-    if (kv_type == DTYPE_F16) ROPE_STORE(KVS_F16);
-    else if (kv_type == DTYPE_F8_E4M3) ROPE_STORE(KVS_F8);
-    else ROPE_STORE(KVS_F32);
+    cuk_launch(k_rope_store<KV>, grid, block, 0, (cudaStream_t)s, q, q_stride, k, k_stride, v, v_stride, *rk,        \
+               theta_scale)
+    switch (kvs_of(rk->kv_type)) {
+    case KVS_F16: ROPE_STORE(KVS_F16); break;
+    case KVS_F8: ROPE_STORE(KVS_F8); break;
+    default: ROPE_STORE(KVS_F32);
+    }
 #undef ROPE_STORE
     CUK_LAUNCHED(err, "cuk_rope_store");
     return AI_OK;

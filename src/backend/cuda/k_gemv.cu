@@ -313,7 +313,9 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, 
 
 /* Rows [row0, row0 + R) of y for all T tokens: the dot loop over x rows xt (source S, mode MD for
  * the loads) and the block reduction; M for the store. sq_staged: the staged rows' sum(x^2).
- * M = FUSE_GLU: rows [row0, row0 + R / 2) of each half of W (gate, up), output row width n_out / 2. */
+ * M = FUSE_GLU: rows [row0, row0 + R / 2) of each half of W (gate, up), output row width n_out / 2.
+ * M = FUSE_ROPE: pairs [row0, row0 + R / 2) of rows (rope_pair), the first rows of each pair, then the
+ * second ones. */
 template <int K, int T, int R, int U, int L, int M, int S, int MD>
 __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, const unsigned char *__restrict__ scales,
                                           const float *const (&xt)[T], float *__restrict__ y, int n_out, int n_in,
@@ -323,15 +325,22 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
     constexpr bool quant = K >= W_Q8_0;
     const int nc = n_in / E;                              /* chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
-    constexpr bool glu = M == FUSE_GLU;
-    static_assert(!glu || R % 2 == 0, "FUSE_GLU takes rows in (gate, up) pairs");
-    constexpr int H = glu ? R / 2 : R; /* rows per half */
-    const int n_rows = glu ? n_out / 2 : n_out;
+    constexpr bool glu = M == FUSE_GLU, rope = M == FUSE_ROPE;
+    static_assert(!(glu || rope) || R % 2 == 0, "FUSE_GLU and FUSE_ROPE take rows in pairs");
+    constexpr int H = glu || rope ? R / 2 : R; /* rows per half */
+    const int n_rows = glu || rope ? n_out / 2 : n_out;
     const uint4 *wr[R];
     int srow[R];
 #pragma unroll
     for (int r = 0; r < R; r++) { /* past the end: recompute the last row, no write */
-        srow[r] = (r < H ? 0 : n_rows) + min(row0 + r % H, n_rows - 1);
+        const int i = min(row0 + r % H, n_rows - 1);
+        if constexpr (rope) {
+            int rot;
+            const int2 rr = rope_pair(fz.rk, i, &rot);
+            srow[r] = r < H ? rr.x : rr.y;
+        } else {
+            srow[r] = (r < H ? 0 : n_rows) + i;
+        }
         wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
     }
     float acc[R][T] = {};
@@ -408,6 +417,24 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
                 y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(g, u);
             }
         }
+    } else if constexpr (rope) {
+        for (int i = threadIdx.x; i < H * T; i += kThreads) {
+            const int r = i / T, t = i % T;
+            float a = 0.0f, b = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kThreads / 32; k++) {
+                a += red[k][i];
+                b += red[k][H * T + i];
+            }
+            if (row0 + r < n_rows && t < n_tok) {
+                if (fz.in_ss) { /* the split norm's 1 / rms, as fuse_store applies it */
+                    const float rs = fuse_in_scale(fz, t, n_in);
+                    a *= rs;
+                    b *= rs;
+                }
+                rope_pair_store(fz, y, n_out, t, row0 + r, a, b);
+            }
+        }
     } else {
         for (int i = threadIdx.x; i < R * T; i += kThreads) {
             const int r = i / T, t = i % T;
@@ -470,8 +497,9 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
     } else {
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = x + (size_t)min(t, n_tok - 1) * fuse_x_stride<M>(n_in);
-        constexpr int MD = M == FUSE_GLU ? FUSE_NONE : M; /* FUSE_GLU: plain loads */
-        const int row0 = (int)blockIdx.x * (M == FUSE_GLU ? R / 2 : R);
+        constexpr bool paired = M == FUSE_GLU || M == FUSE_ROPE;
+        constexpr int MD = paired ? FUSE_NONE : M; /* epilogue-only modes: plain loads */
+        const int row0 = (int)blockIdx.x * (paired ? R / 2 : R);
         gemv_rows<K, T, R, U, L, M, S, MD>(w, scales, xt, y, n_out, n_in, n_tok, fz, row0, nullptr);
     }
 }
@@ -533,20 +561,24 @@ template <int K, int T, int M = FUSE_NONE> struct Shape {
     static constexpr int R = sw1 ? 4 : (T == 1 && M != FUSE_NONE && !fl) ? 4 : T == 1 ? (fl ? 1 : 8) : T == 2 ? 4 : T == 4 ? (q4 ? 2 : 4) : (q4 && T == 16) ? 1 : 2;
     static constexpr int U = sw1 ? 2 : fl ? (T <= 2 ? 4 : T <= 8 ? 2 : 1) : 1;
 };
-/* FUSE_GLU (float weights): an even R - R2U2 at T = 1, the same 4 loads per thread in flight as R1U4. */
-template <int K, int T> struct Shape<K, T, FUSE_GLU> {
+/* FUSE_GLU and FUSE_ROPE (float weights): an even R - R2U2 at T = 1, the same 4 loads per thread in
+ * flight as R1U4. */
+template <int K, int T> struct PairShape {
     static constexpr int R = Shape<K, T>::R == 1 ? 2 : Shape<K, T>::R;
     static constexpr int U = Shape<K, T>::R == 1 ? 2 : Shape<K, T>::U;
     static_assert(R % 2 == 0, "pairs of rows");
 };
+template <int K, int T> struct Shape<K, T, FUSE_GLU> : PairShape<K, T> {};
+template <int K, int T> struct Shape<K, T, FUSE_ROPE> : PairShape<K, T> {};
 
 template <int K, int T, int R, int U, int L, int M = FUSE_NONE>
 void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f = cuk_fuse{})
 {
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
-    const int rows = M == FUSE_GLU ? R / 2 : R; /* FUSE_GLU: R / 2 rows of each half per CTA */
-    const int64_t n = M == FUSE_GLU ? w->n_out / 2 : w->n_out;
+    constexpr bool paired = M == FUSE_GLU || M == FUSE_ROPE;
+    const int rows = paired ? R / 2 : R; /* FUSE_GLU: R / 2 rows of each half per CTA; FUSE_ROPE: R / 2 pairs */
+    const int64_t n = paired ? w->n_out / 2 : w->n_out;
     const unsigned blocks = (unsigned)((n + rows - 1) / rows);
     cuk_launch(k_gemv<K, T, R, U, L, M>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y,
                (int)w->n_out, (int)w->n_in, n_tok, f);
@@ -649,14 +681,20 @@ cudaError_t launch_k(cuk_stream s, const cuk_weight *w, const float *x, int n_to
     return launch_km<K, FUSE_NONE>(s, w, x, n_tok, y, f);
 }
 
-/* FUSE_GLU: the float kernels' tiles, shapes Shape<K, T, FUSE_GLU> */
-template <int K> void launch_glu(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+/* The epilogue-only modes (FUSE_GLU, FUSE_ROPE): the float kernels' tiles, shapes Shape<K, T, M> */
+template <int K, int M> void launch_paired(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
-    if (n_tok == 1) launch_t<K, 1, FUSE_GLU>(s, w, x, n_tok, y, f);
-    else if (n_tok == 2) launch_t<K, 2, FUSE_GLU>(s, w, x, n_tok, y, f);
-    else if (n_tok <= 4) launch_t<K, 4, FUSE_GLU>(s, w, x, n_tok, y, f);
-    else if (n_tok <= 8) launch_t<K, 8, FUSE_GLU>(s, w, x, n_tok, y, f);
-    else launch_t<K, 16, FUSE_GLU>(s, w, x, n_tok, y, f);
+    if (n_tok == 1) launch_t<K, 1, M>(s, w, x, n_tok, y, f);
+    else if (n_tok == 2) launch_t<K, 2, M>(s, w, x, n_tok, y, f);
+    else if (n_tok <= 4) launch_t<K, 4, M>(s, w, x, n_tok, y, f);
+    else if (n_tok <= 8) launch_t<K, 8, M>(s, w, x, n_tok, y, f);
+    else launch_t<K, 16, M>(s, w, x, n_tok, y, f);
+}
+template <int M> void launch_paired_any(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
+{
+    if (w->type == DTYPE_F32) launch_paired<W_F32, M>(s, w, x, n_tok, y, f);
+    else if (w->type == DTYPE_F16) launch_paired<W_F16, M>(s, w, x, n_tok, y, f);
+    else launch_paired<W_BF16, M>(s, w, x, n_tok, y, f);
 }
 
 template <int K, int M>
@@ -722,13 +760,28 @@ static bool vec_ok(const cuk_weight *w, const float *x)
     return w->n_in % per16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
 }
 
-extern "C" bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
+/* Whether the float kernels take this call with an epilogue-only mode (no prologue, even n_out). */
+static bool paired_ok(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
 {
-    if (!w || !w->data || !x || !o || !o->swiglu_out || o->norm_w || o->swiglu_in || o->accumulate || o->out_xn ||
-        w->n_out % 2 || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK)
+    if (!w || !w->data || !x || o->norm_w || o->swiglu_in || o->accumulate || o->out_xn || w->n_out % 2 || n_tok < 1 ||
+        n_tok > CUK_GEMV_MAX_TOK)
         return false;
     const bool fl = w->type == DTYPE_F32 || w->type == DTYPE_F16 || w->type == DTYPE_BF16;
     return fl && vec_ok(w, x) && !(w->type == DTYPE_BF16 && n_tok >= CUK_GEMV_MMA_MIN_TOK);
+}
+
+extern "C" bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
+{
+    return o && o->swiglu_out && !o->rope_kv && paired_ok(w, x, n_tok, o);
+}
+
+extern "C" bool cuk_gemv_rope_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
+{
+    if (!o || !o->rope_kv || o->swiglu_out || !paired_ok(w, x, n_tok, o) || !backend_rope_kv_fits(o, w->n_out))
+        return false;
+    const cuk_rope_kv *rk = o->rope_kv;
+    ai_err e;
+    return rk->head_dim % 2 == 0 && rk->head_dim_v % 2 == 0 && cuk_rope_kv_check(rk, n_tok, "", &e) == AI_OK;
 }
 
 /* Whether cuk_gemv_path_ex(path 0) sends this call to the dp4a kernel (quantized, 16-byte aligned, x fits). */
@@ -802,10 +855,21 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
                               "cuk_gemv: the swiglu epilogue needs float weights (bf16 below %d tokens), an even n_out, "
                               "aligned rows, no prologue and no accumulate",
                               CUK_GEMV_MMA_MIN_TOK);
-        if (w->type == DTYPE_F32) launch_glu<W_F32>(s, w, x, n_tok, y, cuk_fuse_of(o));
-        else if (w->type == DTYPE_F16) launch_glu<W_F16>(s, w, x, n_tok, y, cuk_fuse_of(o));
-        else launch_glu<W_BF16>(s, w, x, n_tok, y, cuk_fuse_of(o));
+        launch_paired_any<FUSE_GLU>(s, w, x, n_tok, y, cuk_fuse_of(o));
         CUK_LAUNCHED(err, "cuk_gemv (swiglu epilogue)");
+        return AI_OK;
+    }
+    if (o && o->rope_kv) {
+        if ((path != 0 && path != 1) || !cuk_gemv_rope_fused(w, x, n_tok, o)) {
+            ai_status st = cuk_rope_kv_check(o->rope_kv, n_tok, "cuk_gemv (rope epilogue)", err);
+            return st != AI_OK ? st
+                               : ai_err_set(err, AI_ERR_UNSUPPORTED,
+                                            "cuk_gemv: the rope epilogue needs float weights (bf16 below %d tokens), "
+                                            "q|k|v rows, even head dims, aligned rows, no prologue and no other "
+                                            "epilogue", CUK_GEMV_MMA_MIN_TOK);
+        }
+        launch_paired_any<FUSE_ROPE>(s, w, x, n_tok, y, cuk_fuse_of(o));
+        CUK_LAUNCHED(err, "cuk_gemv (rope epilogue)");
         return AI_OK;
     }
     const int m = cuk_fuse_mode(o);

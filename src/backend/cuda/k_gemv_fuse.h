@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuk_rope.cuh"
 
 /* FUSE_XQ, FUSE_XQ_NORM (k_gemv_dp4a.cu only): x is already rounded to int8 by cuk_gemv_dp4a_quantize
  * (the SwiGLU or the norm's x * norm_w, done there in a kernel of its own); the epilogue is FUSE_NONE's,
@@ -35,7 +36,11 @@
 /* FUSE_GLU (k_gemv.cu, float weights): no prologue; the epilogue is the SwiGLU (swiglu_out): W is gate|up
  * stacked and a CTA owns rows i of both halves, so the thread that has both dot products writes
  * silu(gate) * up (one (n_tok, n_out / 2) output, no separate swiglu_rows kernel). */
-enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2, FUSE_XQ = 3, FUSE_XQ_NORM = 4, FUSE_GLU = 5 };
+/* FUSE_ROPE (k_gemv.cu, float weights): no prologue; the epilogue is rope_store's (backend_mm_opts.rope_kv):
+ * W is q|k|v stacked and a CTA owns pairs of rows - the two rows a rope pair rotates together (rope_pair),
+ * so the thread that has both dot products rotates them and writes y and the KV cache (no rope_store
+ * kernel). */
+enum { FUSE_NONE = 0, FUSE_NORM = 1, FUSE_SWIGLU = 2, FUSE_XQ = 3, FUSE_XQ_NORM = 4, FUSE_GLU = 5, FUSE_ROPE = 6 };
 
 /* By-value kernel argument (graph-capturable: pointers and scalars only). */
 struct cuk_fuse {
@@ -47,6 +52,10 @@ struct cuk_fuse {
     float *out_xn;       /* (n_tok, n_out): final y * out_nw ... */
     const float *out_nw;
     double *out_ss;      /* ... and out_ss[t] += final y^2 (one double atomic per output) */
+    /* FUSE_ROPE: the rope + KV store (backend_mm_opts.rope_kv), by value; theta_scale from the host's powf */
+    cuk_rope_kv rk;
+    float theta_scale;
+    int kvs; /* KVS_* of rk.kv_type */
 };
 
 /* M of an options struct; FUSE_NONE for NULL. */
@@ -65,6 +74,9 @@ static inline cuk_fuse cuk_fuse_of(const cuk_mm_opts *o)
     f.out_xn = o ? o->out_xn : nullptr;
     f.out_nw = o ? o->out_nw : nullptr;
     f.out_ss = o ? o->out_ss : nullptr;
+    f.rk = o && o->rope_kv ? *o->rope_kv : cuk_rope_kv{};
+    f.theta_scale = o && o->rope_kv ? powf(f.rk.base, -2.0f / (float)f.rk.rope_dim) : 0.0f;
+    f.kvs = kvs_of(f.rk.kv_type);
     return f;
 }
 
@@ -148,6 +160,53 @@ __device__ __forceinline__ void fuse_store(const cuk_fuse &f, float *y, int n_ou
     if (f.out_xn) {
         f.out_xn[(size_t)t * n_out + row] = v * f.out_nw[row];
         atomicAdd(f.out_ss + t, (double)v * (double)v);
+    }
+}
+
+/* FUSE_ROPE: rows (x, y) of pair p of a q|k|v product; *rot = the pair's rope frequency index, or -1 for
+ * a pair that is not rotated. Pairs 0 .. (n_head + n_head_kv) head_dim / 2 - 1 are q and k heads in
+ * order, head_dim / 2 per head: pair j < rope_dim / 2 is what rope rotates ((j, j + rope_dim / 2) with
+ * neox, else (2j, 2j + 1)), the others are dims (2j, 2j + 1), not rotated. The v rows follow, in
+ * consecutive pairs: since q|k take 2 qk rows, pair p >= qk is rows (2p, 2p + 1). */
+__device__ __forceinline__ int2 rope_pair(const cuk_rope_kv &rk, int p, int *rot)
+{
+    const int hh = rk.head_dim / 2, half = rk.rope_dim / 2, qk = (rk.n_head + rk.n_head_kv) * hh;
+    *rot = -1;
+    if (p >= qk) return make_int2(2 * p, 2 * p + 1);
+    const int h = p / hh, j = p - h * hh, base = h * rk.head_dim;
+    if (j >= half || !rk.neox) {
+        if (j < half) *rot = j;
+        return make_int2(base + 2 * j, base + 2 * j + 1);
+    }
+    *rot = j;
+    return make_int2(base + j, base + j + half);
+}
+
+/* FUSE_ROPE's store of pair p of token t from its two finished dot products (a, b): rotated as
+ * rope_store rotates, written to y and, for k and v rows of a token with a slot, to the cache. */
+__device__ __forceinline__ void rope_pair_store(const cuk_fuse &f, float *y, int n_out, int t, int p, float a, float b)
+{
+    const cuk_rope_kv &rk = f.rk;
+    int i;
+    const int2 rr = rope_pair(rk, p, &i);
+    if (i >= 0) {
+        float c, s;
+        rope_angle((float)rk.pos[t], i, f.theta_scale, rk.freq_scale, rk.factors, &c, &s);
+        rope_rotate(a, b, c, s);
+    }
+    float *yr = y + (size_t)t * n_out;
+    yr[rr.x] = a;
+    yr[rr.y] = b;
+    const int qd = rk.n_head * rk.head_dim, kvd = rk.n_head_kv * rk.head_dim, sl = rk.slot[t];
+    if (sl < 0 || rr.x < qd) return;
+    if (rr.x < qd + kvd) { /* a pair never straddles heads or the k | v boundary */
+        const int64_t o = (int64_t)sl * kvd - qd;
+        kv_put_any(f.kvs, rk.k_cache, o + rr.x, a, rk.k_scale);
+        kv_put_any(f.kvs, rk.k_cache, o + rr.y, b, rk.k_scale);
+    } else {
+        const int64_t o = (int64_t)sl * rk.n_head_kv * rk.head_dim_v - qd - kvd;
+        kv_put_any(f.kvs, rk.v_cache, o + rr.x, a, rk.v_scale);
+        kv_put_any(f.kvs, rk.v_cache, o + rr.y, b, rk.v_scale);
     }
 }
 
