@@ -425,9 +425,7 @@ __device__ __forceinline__ void rope_row(float *row, int32_t n_heads, int32_t he
         int32_t h = k / half, i = k - h * half;
         float *v = row + (int64_t)h * head_dim;
         int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        float x0 = v[a], x1 = v[b], c = cs[i], s = sn[i];
-        v[a] = fmaf(x0, c, -(x1 * s));
-        v[b] = fmaf(x0, s, x1 * c);
+        rope_rotate(v[a], v[b], cs[i], sn[i]);
     }
 }
 
