@@ -399,25 +399,7 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
         }
     }
     __syncthreads();
-    if constexpr (glu) {
-        for (int i = threadIdx.x; i < H * T; i += kThreads) {
-            const int r = i / T, t = i % T;
-            float g = 0.0f, u = 0.0f;
-#pragma unroll
-            for (int k = 0; k < kThreads / 32; k++) {
-                g += red[k][i];
-                u += red[k][H * T + i];
-            }
-            if (row0 + r < n_rows && t < n_tok) {
-                if (fz.in_ss) { /* the split norm's 1 / rms goes on both products, before the silu */
-                    const float rs = fuse_in_scale(fz, t, n_in);
-                    g *= rs;
-                    u *= rs;
-                }
-                y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(g, u);
-            }
-        }
-    } else if constexpr (rope) {
+    if constexpr (glu || rope) { /* one thread gets both dot products of a pair */
         for (int i = threadIdx.x; i < H * T; i += kThreads) {
             const int r = i / T, t = i % T;
             float a = 0.0f, b = 0.0f;
@@ -427,12 +409,13 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
                 b += red[k][H * T + i];
             }
             if (row0 + r < n_rows && t < n_tok) {
-                if (fz.in_ss) { /* the split norm's 1 / rms, as fuse_store applies it */
+                if (fz.in_ss) { /* the split norm's 1 / rms goes on both products (before the silu) */
                     const float rs = fuse_in_scale(fz, t, n_in);
                     a *= rs;
                     b *= rs;
                 }
-                rope_pair_store(fz, y, n_out, t, row0 + r, a, b);
+                if constexpr (glu) y[(size_t)t * n_rows + row0 + r] = fuse_silu_mul_acc(a, b); /* gate, up */
+                else rope_pair_store(fz, y, n_out, t, row0 + r, a, b);
             }
         }
     } else {
