@@ -175,28 +175,30 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok
     const backend_ops *o = be->ops;
     void *c = be->ctx;
     ai_err err = {0};
+    /* every part starts 256-byte aligned, as the runner's buffers do (cuBLASLt needs 16 bytes) */
     const int64_t n_in = 1024, n_out = 2 * n_ff, nx = (int64_t)n_tok * n_in, ny = ((int64_t)n_tok * n_out + 63) & ~63;
+    const int64_t nw = (n_out + 63) & ~63;
     backend_weight w = {.type = t, .n_out = n_out, .n_in = n_in};
-    /* host: x, nw (n_out), y0, then results: ref, y, xn, glu */
-    float *h = malloc((size_t)(nx + n_out + 5 * ny) * sizeof(float)), *d = NULL;
+    /* host: x, norm weights (n_out, padded to nw), y0, then results: ref, y, xn, glu */
+    float *h = malloc((size_t)(nx + nw + 5 * ny) * sizeof(float)), *d = NULL;
     double hss[2][16], *dss = NULL; /* [0] in, [1] out */
     assert_non_null(h);
     assert_true(n_tok <= 16);
-    float *hnw = h + nx, *hy0 = hnw + n_out, *href = hy0 + ny, *hy = href + ny, *hxn = hy + ny, *hg = hxn + ny;
+    float *hnw = h + nx, *hy0 = hnw + nw, *href = hy0 + ny, *hy = href + ny, *hxn = hy + ny, *hg = hxn + ny;
     uint64_t st = 0xD1B54A32D192ED03ull ^ (uint64_t)(t * 131 + n_tok);
-    for (int64_t i = 0; i < nx + n_out + ny; i++) { /* x, y0 in [-1, 1), norm weights in [0.5, 1.5) */
+    for (int64_t i = 0; i < nx + nw + ny; i++) { /* x, y0 in [-1, 1), norm weights in [0.5, 1.5) */
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         h[i] = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-        if (i >= nx && i < nx + n_out) h[i] = h[i] * 0.5f + 1.0f;
+        if (i >= nx && i < nx + nw) h[i] = h[i] * 0.5f + 1.0f;
     }
     for (int32_t k = 0; k < n_tok; k++) hss[0][k] = 300.0 * (k + 1), hss[1][k] = 0.5;
     if (o->alloc(c, o->weight_bytes(c, t, n_out, n_in), &w.data, &err) ||
-        o->alloc(c, (size_t)(nx + n_out + 5 * ny) * sizeof(float), (void **)&d, &err) ||
+        o->alloc(c, (size_t)(nx + nw + 5 * ny) * sizeof(float), (void **)&d, &err) ||
         o->alloc(c, sizeof hss, (void **)&dss, &err) || o->weight_random(c, &w, 23 + (uint64_t)t, 0.05f, &err) ||
-        o->matmul_reserve(c, &w, n_tok, &err) || o->upload(c, d, h, (size_t)(nx + n_out + ny) * sizeof(float), &err) ||
+        o->matmul_reserve(c, &w, n_tok, &err) || o->upload(c, d, h, (size_t)(nx + nw + ny) * sizeof(float), &err) ||
         o->upload(c, dss, hss, sizeof hss, &err))
         fail_msg("matmul_defer_check set-up: %s", err.msg);
-    float *dx = d, *dnw = d + nx, *dy0 = dnw + n_out, *dref = dy0 + ny, *dy = dref + ny, *dxn = dy + ny, *dg = dxn + ny;
+    float *dx = d, *dnw = d + nx, *dy0 = dnw + nw, *dref = dy0 + ny, *dy = dref + ny, *dxn = dy + ny, *dg = dxn + ny;
     const backend_mm_opts out = {.accumulate = true, .out_xn = dxn, .out_nw = dnw, .out_ss = dss + 16};
     const backend_mm_opts in = {.in_ss = dss, .eps = 1e-5f}, glu = {.in_ss = dss, .eps = 1e-5f, .swiglu_out = true};
     if (o->matmul(c, &w, dx, n_tok, dref, &err) || o->copy(c, dy, dy0, (size_t)ny * sizeof(float), &err) ||
