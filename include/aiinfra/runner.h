@@ -54,8 +54,10 @@ typedef struct runner_params {
 #define RUNNER_FUSE_ROPE 64u /* the rope and KV store in the q|k|v product's epilogue (backend_mm_opts.rope_kv);
                                * only in steps the backend serves with its GEMV, ignored in larger ones */
 #define RUNNER_FUSE_AUTO 0u   /* the set measured fastest (docs/gpu.md): in steps the backend serves
-                               * with its GEMV (below matmul_gemm_min_tok) none for float weights, all
-                               * three for quantized ones; in larger steps all three */
+                               * with its GEMV (below matmul_gemm_min_tok) norm + swiglu + add for
+                               * quantized weights; for float weights defer + glu + rope in one-token
+                               * steps where the backend fuses the split norm, else none; in larger
+                               * steps norm + swiglu + add */
 #define RUNNER_FUSE_GEMV_TOK 16 /* for a backend without matmul_gemm_min_tok: the largest step taken as served
                                  * by GEMVs; above it the products run as GEMMs whose prologue writes their
                                  * 16-bit input */

@@ -247,18 +247,25 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->cfg = *cfg;
     r->m = m;
     r->p = d;
-    /* AUTO: measured on the H200 at batch 1 (docs/gpu.md): with bf16 weights every fusion loses (the
-     * float GEMV is at ~96% of copy bandwidth alone, and a prologue costs more than the separate
-     * kernel it saves); with q4_0 all three win (norm + add 481-484 tok/s, all 499-503, 2026-12-04:
-     * the CUDA backend runs a quantized down product's SwiGLU as a small rounding kernel ahead of
-     * the dp4a GEMV, k_gemv.h cuk_gemv_ex_work). Above the GEMV sizes every fusion
-     * saves bytes: the GEMM's prologue writes its 16-bit input in place of an f32 copy + rounding,
-     * and the residual add is the GEMM's beta = 1. */
+    /* AUTO (docs/gpu.md): in one-token steps, float weights take the epilogue-only set, the split norm
+     * + the SwiGLU and rope epilogues, where the backend does the split norm in its kernels (a
+     * composing backend, the CPU, would only add passes): the prologue fusions lose there
+     * (the float GEMV is at ~96% of copy bandwidth alone and a prologue delays every CTA's stream), the
+     * epilogues remove 4 of the 9 kernels per layer (H100, 2026-12-07, batch 1: 179.5-179.7 tok/s
+     * against 173.5-174.0 unfused). Quantized weights keep norm + swiglu + add (q4_0 on the H200:
+     * 499-503 tok/s against 481-484 with norm + add; the split norm measured slower there, 397 against
+     * 437.6 on the H100: the dp4a GEMV's quantized input is rounded per block before the scale).
+     * Above the GEMV sizes every prologue fusion saves bytes: the GEMM's prologue writes its 16-bit
+     * input in place of an f32 copy + rounding, and the residual add is the GEMM's beta = 1. */
     const dtype wt = m ? m->layers[0].wq.type : rnd->type;
     if (d.fuse & RUNNER_FUSE_EXACT) {
-        r->fuse = r->fuse_big = d.fuse & ~RUNNER_FUSE_EXACT;
+        r->fuse = r->fuse_one = r->fuse_big = d.fuse & ~RUNNER_FUSE_EXACT;
     } else {
-        r->fuse = dtype_get(wt) && dtype_get(wt)->quantized ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
+        const bool quant = dtype_get(wt) && dtype_get(wt)->quantized;
+        const bool split = be->ops->matmul_fuses_defer && be->ops->matmul_fuses_defer(be->ctx, wt, 1);
+        r->fuse = quant ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
+        /* (measured at one token; the other GEMV-sized steps keep the older choice until measured) */
+        r->fuse_one = !quant && split ? RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE : r->fuse;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
     r->gemm_min_tok = be->ops->matmul_gemm_min_tok ? be->ops->matmul_gemm_min_tok(be->ctx, wt) : RUNNER_FUSE_GEMV_TOK + 1;
@@ -403,7 +410,8 @@ int32_t runner_n_ctx(const runner *r) { return r->p.n_ctx; }
 bool runner_step_gemm(const runner *r, int32_t n_tok) { return n_tok >= r->gemm_min_tok; }
 unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
-    return runner_step_gemm(r, n_tok) ? r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE) : r->fuse;
+    if (runner_step_gemm(r, n_tok)) return r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE);
+    return n_tok == 1 ? r->fuse_one : r->fuse;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

@@ -22,7 +22,8 @@ struct runner {
     float freq_scale;
     bool fuse_qkv, fuse_gu;      /* stacked projections (backends with weight_upload) */
     unsigned fuse, fuse_big;     /* RUNNER_FUSE_* bits in use (p.fuse, AUTO resolved): fuse in steps of fewer
-                                  * than gemm_min_tok tokens, fuse_big in larger ones */
+                                  * than gemm_min_tok tokens, fuse_big in larger ones, */
+    unsigned fuse_one;           /* fuse_one in steps of one token */
     int32_t gemm_min_tok;        /* backend matmul_gemm_min_tok of the layer weights' type */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */
