@@ -16,6 +16,8 @@
  * stacked, the norm goes once into xn and the SwiGLU is its own op (the unfused sequence).
  * The split norm (RUNNER_FUSE_DEFER, pure decode steps): wo and down also write x * norm_w and the
  * rows' sum of squares as they finish x, and the next product scales by 1 / rms: no norm kernel.
+ * The rope epilogue (RUNNER_FUSE_ROPE): the q|k|v product rotates q and k and stores k and v into the
+ * cache itself (backend_mm_opts.rope_kv): no rope_store op.
  * Decode steps (q_len 1 everywhere) go through backend->run with a key per (batch size, context
  * bucket), so a GPU backend replays one captured graph per step instead of ~6 launches per layer.
  * The step's launch shapes depend on the key alone: the context bound is rounded up to a power of
