@@ -52,7 +52,11 @@
  * R1U4), so after the block reduction one thread holds gate_i and up_i and writes silu(gate) * up:
  * the separate swiglu_rows kernel disappears and the weight stream is unchanged. Same f32 dot products
  * and formula as GEMV + swiglu_rows. Measured (H100, 2026-12-06): 1.0-1.3 us per call saved, within
- * noise in the whole step, so the runner uses it only when asked (--fuse glu; docs/gpu.md).
+ * noise in the whole step alone (docs/gpu.md); AUTO takes it at one token with the split norm and rope.
+ * The rope epilogue (M = FUSE_ROPE, float weights, no prologue) pairs rows the same way: a CTA owns the
+ * row pairs one rotation mixes (rope_pair, k_gemv_fuse.h), and the thread holding both dot products
+ * rotates them and writes q|k|v and the KV cache: no rope_store kernel (H100 batch 1, with the split
+ * norm: 178.5-179.0 against 177.0-177.5 tok/s; AUTO with the SwiGLU epilogue at one token).
  *
  * Invariants:
  *  1. A launch reads exactly rows [0, n_out) and columns [0, n_in) of W and rows [0, n_tok) of x,
