@@ -15,6 +15,9 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuk_fp8.cuh"
 
+/* theta_scale on the host: model_rope's float (the kernels get it as an argument). */
+static inline float rope_theta_scale(float base, int32_t rope_dim) { return powf(base, -2.0f / (float)rope_dim); }
+
 /* cos and sin of the angle of pair i at position p. */
 __device__ __forceinline__ void rope_angle(float p, int32_t i, float theta_scale, float freq_scale,
                                            const float *factors, float *c, float *s)

@@ -484,7 +484,7 @@ extern "C" ai_status cuk_rope_store(cuk_stream s, float *q, int64_t q_stride, fl
         return ai_err_set(err, AI_ERR_INVALID, "cuk_rope_store: bad rows (strides %lld, %lld, %lld)",
                           (long long)q_stride, (long long)k_stride, (long long)v_stride);
     if (n_tok == 0) return AI_OK;
-    const float theta_scale = powf(rk->base, -2.0f / (float)rk->rope_dim); /* host powf, as cuk_rope */
+    const float theta_scale = rope_theta_scale(rk->base, rk->rope_dim);
     const dim3 grid(n_tok, rk->n_head + rk->n_head_kv), block(rk->rope_dim / 2 >= 128 || rk->head_dim > 64 ? 128 : 64);
 #define ROPE_STORE(KV)                                                                                              \
     cuk_launch(k_rope_store<KV>, grid, block, 0, (cudaStream_t)s, q, q_stride, k, k_stride, v, v_stride, *rk,        \
@@ -512,7 +512,7 @@ extern "C" ai_status cuk_rope(cuk_stream s, float *x, int32_t n_tok, int32_t n_h
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_rope: rope_dim %d > %d", rope_dim, 2 * ROPE_MAX_HALF);
     if (n_tok == 0) return AI_OK;
     /* host powf: the very float model_rope computes (invariant of this file's header) */
-    const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    const float theta_scale = rope_theta_scale(base, rope_dim);
     int32_t work = n_heads * (rope_dim / 2);
     int threads = work >= 256 ? 256 : (work + 31) / 32 * 32;
     cuk_launch(k_rope, dim3(n_tok), dim3(threads), 0, (cudaStream_t)s, x, n_heads, row_stride, head_dim, rope_dim / 2, pos, theta_scale,

@@ -75,7 +75,7 @@ static inline cuk_fuse cuk_fuse_of(const cuk_mm_opts *o)
     f.out_nw = o ? o->out_nw : nullptr;
     f.out_ss = o ? o->out_ss : nullptr;
     f.rk = o && o->rope_kv ? *o->rope_kv : cuk_rope_kv{};
-    f.theta_scale = o && o->rope_kv ? powf(f.rk.base, -2.0f / (float)f.rk.rope_dim) : 0.0f;
+    f.theta_scale = o && o->rope_kv ? rope_theta_scale(f.rk.base, f.rk.rope_dim) : 0.0f;
     f.kvs = kvs_of(f.rk.kv_type);
     return f;
 }
