@@ -251,8 +251,9 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
      * + the SwiGLU and rope epilogues, where the backend does the split norm in its kernels (a
      * composing backend, the CPU, would only add passes): the prologue fusions lose there
      * (the float GEMV is at ~96% of copy bandwidth alone and a prologue delays every CTA's stream), the
-     * epilogues remove 4 of the 9 kernels per layer (H100, 2026-12-07, batch 1: 179.5-179.7 tok/s
-     * against 173.5-174.0 unfused). Quantized weights keep norm + swiglu + add (q4_0 on the H200:
+     * epilogues remove 4 of the 9 kernels per layer (H100, 2026-12-07, batch 1: 183.3-183.4 tok/s
+     * against 173.0-173.3 unfused; the H200 lost with it, 228.6-229.0 against 236.0, before the
+     * epilogue's loads moved ahead of the dot loop, and has not run since: docs/gpu.md). Quantized weights keep norm + swiglu + add (q4_0 on the H200:
      * 499-503 tok/s against 481-484 with norm + add; the split norm measured slower there, 397 against
      * 437.6 on the H100: the dp4a GEMV's quantized input is rounded per block before the scale).
      * Above the GEMV sizes every prologue fusion saves bytes: the GEMM's prologue writes its 16-bit
@@ -264,7 +265,9 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         const bool quant = dtype_get(wt) && dtype_get(wt)->quantized;
         const bool split = be->ops->matmul_fuses_defer && be->ops->matmul_fuses_defer(be->ctx, wt, 1);
         r->fuse = quant ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
-        /* (one token only: at 2 and 4 the split norm measured 9-13% slower, its atomics growing with n_tok) */
+        /* (one token only: at 2-8 tokens the split norm, with its sums pre-reduced per warp, measured even
+         * to 1.02x the default; bf16 runs those steps on the GEMM route's set, fuse_big, which steps that
+         * mix prefill chunks need, and a decode-only set there is not built yet) */
         r->fuse_one = !quant && split ? RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE : r->fuse;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }

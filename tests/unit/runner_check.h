@@ -164,19 +164,19 @@ static void matmul_glu_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, 
 }
 
 /* matmul_ex's split norm (backend_mm_opts in_ss / out_*) against its definition on the same backend, a
- * (2 n_ff) x 1024 weight of type t and n_tok rows of x:
+ * (2 n_ff) x n_in weight of type t and n_tok rows of x:
  *  - out: y = y0 + x W^T, xn = y * nw, ss = 0.5 + sum(y^2): against matmul, then the host's add,
  *    product and double sum (the same product: tolerance 1e-5 relative, ss 1e-5);
- *  - in: y = x W^T / sqrt(ss_t / 1024 + eps), and with the SwiGLU epilogue silu(r g) * (r u): against
+ *  - in: y = x W^T / sqrt(ss_t / n_in + eps), and with the SwiGLU epilogue silu(r g) * (r u): against
  *    matmul scaled on the host (in_tol: a backend may scale x before rounding it to 16 bits);
  *  - the refusals: in_ss with a prologue, out_xn without its sums. */
-static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok, double in_tol)
+static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int64_t n_in, int32_t n_tok, double in_tol)
 {
     const backend_ops *o = be->ops;
     void *c = be->ctx;
     ai_err err = {0};
     /* every part starts 256-byte aligned, as the runner's buffers do (cuBLASLt needs 16 bytes) */
-    const int64_t n_in = 1024, n_out = 2 * n_ff, nx = (int64_t)n_tok * n_in, ny = ((int64_t)n_tok * n_out + 63) & ~63;
+    const int64_t n_out = 2 * n_ff, nx = (int64_t)n_tok * n_in, ny = ((int64_t)n_tok * n_out + 63) & ~63;
     const int64_t nw = (n_out + 63) & ~63;
     backend_weight w = {.type = t, .n_out = n_out, .n_in = n_in};
     /* host: x, norm weights (n_out, padded to nw), y0, then results: ref, y, xn, glu */
@@ -230,7 +230,7 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int32_t n_tok
     dmax = rmax = 0;
     double gmax = 0, grmax = 0;
     for (int32_t k = 0; k < n_tok; k++) {
-        const double r = 1.0 / sqrt(300.0 * (k + 1) / 1024.0 + 1e-5);
+        const double r = 1.0 / sqrt(300.0 * (k + 1) / (double)n_in + 1e-5);
         for (int64_t j = 0; j < n_out; j++) {
             const double want = href[k * n_out + j] * r;
             dmax = fmax(dmax, fabs(hy[k * n_out + j] - want));

@@ -46,7 +46,7 @@ static void test_cpu_matmul_defer(void **state)
     if (backend_cpu_init(&be, 2, &err) != AI_OK) fail_msg("%s", err.msg);
     static const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-        for (int32_t n_tok = 1; n_tok <= 5; n_tok += 2) matmul_defer_check(&be, types[i], 48, n_tok, types[i] == DTYPE_F32 ? 1e-5 : 1e-2);
+        for (int32_t n_tok = 1; n_tok <= 5; n_tok += 2) matmul_defer_check(&be, types[i], 48, 1024, n_tok, types[i] == DTYPE_F32 ? 1e-5 : 1e-2);
     backend_free(&be);
 }
 

@@ -378,6 +378,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
         __syncthreads();
     }
 
+    double ss_run = 0.0; /* the split norm (out_xn): this warp's sum of squares of token lane (lane < T) */
     for (int row0 = r_begin; row0 < r_end; row0 += R) {
         const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
         const uint4 *wr[R];
@@ -415,6 +416,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], smem, c, nblk, n_in, acc);
             }
         }
+        double q = 0.0; /* squares of this lane's stores, all of token lane % T (T divides 32) */
 #pragma unroll
         for (int r = 0; r < R; r++) {
 #pragma unroll
@@ -422,11 +424,15 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 float v = acc[r][t];
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok)
-                    fuse_store<MS>(fz, y, n_out, t, row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
+                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok) {
+                    v = fuse_store<MS, false>(fz, y, n_out, t, row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
+                    q += (double)v * (double)v;
+                }
             }
         }
+        if (fz.out_xn) ss_warp_add<T>(ss_run, q);
     }
+    ss_warp_flush<T>(fz, ss_run, lane, n_tok);
 }
 
 template <int K, int T, int R, int U>

@@ -18,7 +18,8 @@
  *    this mode (k_gemv.cu Shape), so that the MUFU rate (16 / clock / SM) stays under the weight rate.
  *  - accumulate (f.acc): y = y + dot, by the one thread that writes that element (no atomics).
  *  - the split norm (f.in_ss, f.out_xn; any mode, in fuse_store; docs/gpu.md): the product that
- *    finishes x also writes x * w and adds x^2 to a per-token double (atomics), and the product that
+ *    finishes x also writes x * w and adds x^2 to a per-token double (atomics, one per warp and token
+ *    where the kernel pre-reduces: ss_warp_add), and the product that
  *    reads x * w multiplies its results by 1 / rms: the norm costs no kernel and no prologue.
  * Every fused kernel still calls cuk_pdl_wait() before reading x, norm_w or y.
  */
@@ -146,21 +147,89 @@ __device__ __forceinline__ float fuse_in_scale(const cuk_fuse &f, int t, int n_i
     return 1.0f / sqrtf((float)(f.in_ss[t] / (double)n_in) + f.eps);
 }
 
+/* The epilogue's inputs that do not depend on the dot product: y[t][row] (accumulate), the split norm's
+ * 1 / rms of token t (in_ss) and its norm weight out_nw[row] (out_xn). Why: where a CTA's life is one
+ * round of weight loads (the float GEMVs at one token: one row of 8 KB per CTA), loading these after
+ * the reduction added up to three dependent L2 round trips to each CTA - fewer bytes in flight per SM.
+ * fuse_pre_load issues them before the dot loop (after cuk_pdl_wait: in_ss and y are the previous
+ * kernels' outputs); out of range (row, t) loads nothing. */
+struct fuse_pre {
+    float y, rs, nw;
+};
+
+__device__ __forceinline__ fuse_pre fuse_pre_load(const cuk_fuse &f, const float *y, int n_out, int t, int row,
+                                                  int n_tok, int n_in)
+{
+    fuse_pre p = {0.0f, 1.0f, 0.0f};
+    if (t >= n_tok || row >= n_out) return p;
+    if (f.acc) p.y = y[(size_t)t * n_out + row];
+    if (f.in_ss) p.rs = fuse_in_scale(f, t, n_in);
+    if (f.out_xn) p.nw = f.out_nw[row];
+    return p;
+}
+
 /* Writes y[t][row] from one finished dot product v of token row t, whose sum of squares is ss
- * (FUSE_NORM); then the split norm's outputs for the element (f.out_xn). */
-template <int M>
-__device__ __forceinline__ void fuse_store(const cuk_fuse &f, float *y, int n_out, int t, int row, float v, float ss,
-                                           int n_in)
+ * (FUSE_NORM); then the split norm's outputs for the element (f.out_xn). p: fuse_pre_load's values
+ * for (t, row). Returns the value written.
+ * kSsAtomic: out_ss[t] += y^2 here, one double atomic per output (the kernels that hold one output per
+ * CTA); the GEMVs that own many outputs per warp pass false, sum the squares of the values it returns
+ * per token across lanes (ss_lanes_sum, ss_warp_add, ss_group_flush) and add them once per warp or lane group. */
+template <int M, bool kSsAtomic = true>
+__device__ __forceinline__ float fuse_store_pre(const cuk_fuse &f, float *y, int n_out, int t, int row, float v,
+                                                float ss, int n_in, const fuse_pre &p)
 {
     if constexpr (M == FUSE_NORM) v *= 1.0f / sqrtf(ss / (float)n_in + f.eps);
-    if (f.in_ss) v *= fuse_in_scale(f, t, n_in);
-    float *yp = y + (size_t)t * n_out + row;
-    if (f.acc) v += *yp;
-    *yp = v;
+    if (f.in_ss) v *= p.rs;
+    if (f.acc) v += p.y;
+    y[(size_t)t * n_out + row] = v;
     if (f.out_xn) {
-        f.out_xn[(size_t)t * n_out + row] = v * f.out_nw[row];
-        atomicAdd(f.out_ss + t, (double)v * (double)v);
+        f.out_xn[(size_t)t * n_out + row] = v * p.nw;
+        if constexpr (kSsAtomic) atomicAdd(f.out_ss + t, (double)v * (double)v);
     }
+    return v;
+}
+
+/* fuse_store_pre with the loads at the store (the kernels whose CTAs stream long enough to hide them). */
+template <int M, bool kSsAtomic = true>
+__device__ __forceinline__ float fuse_store(const cuk_fuse &f, float *y, int n_out, int t, int row, float v, float ss,
+                                            int n_in)
+{
+    return fuse_store_pre<M, kSsAtomic>(f, y, n_out, t, row, v, ss, n_in,
+                                        fuse_pre_load(f, y, n_out, t, row, t + 1, n_in));
+}
+
+/* The split norm's pre-reduced sum of squares. Why: out_ss[t] is one address per token, and same-address
+ * atomics serialise in L2 - 4096 per product and token (n_out), so at 2-4 tokens the atomics outlasted
+ * the weight stream. The kernels that store many outputs per warp sum their squares per token across
+ * lanes first and add each warp's (or lane group's) sum once.
+ * ss_lanes_sum: the sum of q over the lanes congruent to this one mod P (P a power of 2 up to 32).
+ * Warp-uniform call (all 32 lanes). */
+template <int P> __device__ __forceinline__ double ss_lanes_sum(double q)
+{
+    static_assert(P >= 1 && P <= 32 && (P & (P - 1)) == 0, "P a power of 2");
+#pragma unroll
+    for (int o = 16; o >= P; o >>= 1) q += __shfl_xor_sync(0xFFFFFFFFu, q, o);
+    return q;
+}
+
+/* Lane l of a warp holds q, the squares of its stored values, all of token l % T (the GEMVs' stores go
+ * to lane (r T + t) % 32); run (lanes < T) accumulates the warp's sum for token l. Warp-uniform. */
+template <int T> __device__ __forceinline__ void ss_warp_add(double &run, double q) { run += ss_lanes_sum<T>(q); }
+
+/* ss_warp_add's sum: added to out_ss once per warp and token: n_out / (rows per warp) atomics instead of n_out. */
+template <int T> __device__ __forceinline__ void ss_warp_flush(const cuk_fuse &f, double run, int lane, int n_tok)
+{
+    if (f.out_xn && lane < T && lane < n_tok) atomicAdd(f.out_ss + lane, run);
+}
+
+/* Lanes in aligned groups of G (a power of 2 up to 32) hold the squares q of stored values of one token
+ * t each: adds each group's sum to out_ss[t] once. Warp-uniform call. */
+template <int G> __device__ __forceinline__ void ss_group_flush(const cuk_fuse &f, double q, int t, int n_tok)
+{
+    static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G a power of 2");
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) q += __shfl_xor_sync(0xFFFFFFFFu, q, o);
+    if ((threadIdx.x & (G - 1)) == 0 && t < n_tok) atomicAdd(f.out_ss + t, q);
 }
 
 /* FUSE_ROPE: rows (x, y) of pair p of a q|k|v product; *rot = the pair's rope frequency index, or -1 for

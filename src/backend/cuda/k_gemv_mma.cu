@@ -208,7 +208,12 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
             for (int k = 0; k < kWarps; k++) sq += ssr[k][t];
         }
         if constexpr (S == 1) {
-            if (t < n_tok && row0 + r < n_out) fuse_store<M>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+            double q = 0.0;
+            if (t < n_tok && row0 + r < n_out) {
+                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+                q = (double)v * (double)v;
+            }
+            if (fz.out_xn) ss_group_flush<(8 * RG < 32 ? 8 * RG : 32)>(fz, q, t, n_tok); /* a token's 8 RG rows */
         } else {
             red[0][t][r] = v; /* read only by this thread above */
             if (r == 0) ssp[t] = sq;
@@ -220,16 +225,21 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         cg::cluster_group cl = cg::this_cluster();
         cl.sync(); /* every CTA's partials written and visible cluster-wide */
         const int rank = (int)cl.block_rank();
+        static_assert(E / S % 32 == 0 && 8 * RG % (16 * S) == 0, "whole warps; 16 lanes per token");
         for (int j = threadIdx.x; j < E / S; j += kWarps * 32) {
-            const int i = j * S + rank, t = i / (8 * RG), r = i % (8 * RG);
-            if (t >= n_tok || row0 + r >= n_out) continue;
-            float v = 0.0f, sq = 0.0f;
+            const int i = j * S + rank, t = i / (8 * RG), r = i % (8 * RG); /* t = j / (8 RG / S) */
+            double q = 0.0;
+            if (t < n_tok && row0 + r < n_out) {
+                float v = 0.0f, sq = 0.0f;
 #pragma unroll
-            for (int k = 0; k < S; k++) {
-                v += *cl.map_shared_rank(&red[0][t][r], k);
-                if constexpr (M == FUSE_NORM) sq += *cl.map_shared_rank(&ssp[t], k);
+                for (int k = 0; k < S; k++) {
+                    v += *cl.map_shared_rank(&red[0][t][r], k);
+                    if constexpr (M == FUSE_NORM) sq += *cl.map_shared_rank(&ssp[t], k);
+                }
+                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+                q = (double)v * (double)v;
             }
-            fuse_store<M>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+            if (fz.out_xn) ss_group_flush<16>(fz, q, t, n_tok);
         }
         cl.sync(); /* no CTA exits while another still reads its shared memory */
     }

@@ -97,12 +97,14 @@ __device__ __forceinline__ void tma_load_once(void *dst, const CUtensorMap *map,
                  : "memory");
 }
 
-/* One finished value of D: y[token][row] (= or +=, and the split norm's parts: fuse_store). */
-__device__ __forceinline__ void put(float *y, int n_out, int n_in, int n_tok, const cuk_fuse &fz, int row, int tok,
-                                    float v)
+/* One finished value of D: y[token][row] (= or +=, and the split norm's parts: fuse_store). Returns the
+ * square of the value stored (0 out of range), which the caller adds to out_ss per warp (ss_lanes_sum). */
+__device__ __forceinline__ double put(float *y, int n_out, int n_in, int n_tok, const cuk_fuse &fz, int row, int tok,
+                                      float v)
 {
-    if (tok >= n_tok || row >= n_out) return;
-    fuse_store<FUSE_NONE>(fz, y, n_out, tok, row, v, 0.0f, n_in);
+    if (tok >= n_tok || row >= n_out) return 0.0;
+    v = fuse_store<FUSE_NONE, false>(fz, y, n_out, tok, row, v, 0.0f, n_in);
+    return (double)v * (double)v;
 }
 
 /* Stage i's slice of x: NT rows x KS columns, f32 in global memory (the previous kernel's output, L2
@@ -219,10 +221,16 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
     if constexpr (S == 1) {
 #pragma unroll
         for (int j = 0; j < NT / 8; j++) {
-            put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c, d[4 * j]);
-            put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
-            put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
-            put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
+            double q0 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c, d[4 * j]);
+            double q1 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
+            q0 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
+            q1 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
+            if (fz.out_xn) { /* tokens 8 j + c, + 1 are held by the lanes with the same lane % 4 */
+                q0 = ss_lanes_sum<4>(q0);
+                q1 = ss_lanes_sum<4>(q1);
+                if (lane < 4 && 8 * j + c < n_tok) atomicAdd(fz.out_ss + 8 * j + c, q0);
+                if (lane < 4 && 8 * j + c + 1 < n_tok) atomicAdd(fz.out_ss + 8 * j + c + 1, q1);
+            }
         }
     } else {
         __shared__ float red[kRows][NT];
@@ -235,12 +243,22 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
         }
         cg::cluster_group cl = cg::this_cluster();
         cl.sync(); /* every CTA's partial written and visible cluster-wide */
+        /* S kThreads is a multiple of NT: a thread's outputs are all of token (rank + S tid) % NT, and
+         * the lanes congruent mod NT / S (or all, S >= NT) share it */
+        constexpr int P = NT / S > 0 ? NT / S : 1;
+        static_assert(S * kThreads % NT == 0, "one token a thread");
+        double q = 0.0;
         for (int i = rank + S * tid; i < kRows * NT; i += S * kThreads) {
             const int rr = i / NT, tt = i % NT;
             float v = 0.0f;
 #pragma unroll
             for (int k = 0; k < S; k++) v += *cl.map_shared_rank(&red[rr][tt], k);
-            put(y, n_out, n_in, n_tok, fz, row0 + rr, tt, v);
+            q += put(y, n_out, n_in, n_tok, fz, row0 + rr, tt, v);
+        }
+        if (fz.out_xn) {
+            q = ss_lanes_sum<P>(q);
+            const int tt = (rank + S * tid) % NT;
+            if (lane < P && tt < n_tok && rank + S * tid < kRows * NT) atomicAdd(fz.out_ss + tt, q);
         }
         cl.sync(); /* no CTA exits while a peer still reads its shared memory */
     }
