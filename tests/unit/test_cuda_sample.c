@@ -272,7 +272,9 @@ static void test_argmax(void **state)
     (void)state;
     CUDA_TEST_REQUIRE();
     uint64_t seed = 24;
-    const int32_t shapes[][2] = { { 37, 5003 }, { 8, 128256 }, { 3, 1 }, { 5, 7 } };
+    /* 1-16 rows of >= 32768: the cluster kernel (ties, NaN and the all -inf row across its blocks' slices) */
+    const int32_t shapes[][2] = { { 37, 5003 }, { 8, 128256 }, { 3, 1 }, { 5, 7 }, { 1, 128256 }, { 5, 40001 },
+                                  { 17, 32768 } };
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
         const int32_t rows = shapes[c][0], nv = shapes[c][1];
         float *l = malloc((size_t)rows * nv * 4);
