@@ -105,6 +105,8 @@ int64_t runner_kv_blocks(const runner *r);
 int32_t runner_block_size(const runner *r);
 int32_t runner_n_ctx(const runner *r);
 unsigned runner_fusions(const runner *r, int32_t n_tok); /* the RUNNER_FUSE_* bits a step of n_tok tokens uses */
+/* ... and a decode step of n_tok sequences, one token each (AUTO may take the split norm there). */
+unsigned runner_fusions_decode(const runner *r, int32_t n_tok);
 /* Whether a step of n_tok tokens runs its layer products as GEMMs (backend matmul_gemm_min_tok) rather than GEMVs. */
 bool runner_step_gemm(const runner *r, int32_t n_tok);
 /* Bytes of weights a decode step reads (every matrix once; embedding rows not counted), and of the

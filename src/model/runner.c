@@ -265,10 +265,15 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         const bool quant = dtype_get(wt) && dtype_get(wt)->quantized;
         const bool split = be->ops->matmul_fuses_defer && be->ops->matmul_fuses_defer(be->ctx, wt, 1);
         r->fuse = quant ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
-        /* (one token only: at 2-8 tokens the split norm, with its sums pre-reduced per warp, measured even
-         * to 1.02x the default; bf16 runs those steps on the GEMM route's set, fuse_big, which steps that
-         * mix prefill chunks need, and a decode-only set there is not built yet) */
         r->fuse_one = !quant && split ? RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE : r->fuse;
+        /* decode steps of 2+ tokens where the backend fuses the split norm: the same set (bf16 runs them on
+         * the skinny GEMM, which keeps the split norm only). With the sums pre-reduced per warp: H200
+         * 2-8 tokens even to 1.011x the default, H100 1.02-1.03x (perf.md, 2026-12-07). Steps that mix
+         * prefill chunks keep fuse / fuse_big (the split norm needs one row per sequence). */
+        r->fuse_dec = !quant && split ? r->fuse_one : 0;
+        while (r->fuse_dec && r->defer_tok < RUNNER_FUSE_GEMV_TOK &&
+               be->ops->matmul_fuses_defer(be->ctx, wt, r->defer_tok + 1))
+            r->defer_tok++;
         r->fuse_big = RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD;
     }
     r->gemm_min_tok = be->ops->matmul_gemm_min_tok ? be->ops->matmul_gemm_min_tok(be->ctx, wt) : RUNNER_FUSE_GEMV_TOK + 1;
@@ -415,6 +420,11 @@ unsigned runner_fusions(const runner *r, int32_t n_tok)
 {
     if (runner_step_gemm(r, n_tok)) return r->fuse_big & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE);
     return n_tok == 1 ? r->fuse_one : r->fuse;
+}
+unsigned runner_fusions_decode(const runner *r, int32_t n_tok)
+{
+    if (n_tok < 2 || n_tok > r->defer_tok || !r->fuse_dec) return runner_fusions(r, n_tok);
+    return runner_step_gemm(r, n_tok) ? r->fuse_dec & ~(RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE) : r->fuse_dec;
 }
 uint64_t runner_weight_bytes(const runner *r) { return r->weight_bytes; }
 uint64_t runner_kv_bytes_per_token(const runner *r)

@@ -24,6 +24,8 @@ struct runner {
     unsigned fuse, fuse_big;     /* RUNNER_FUSE_* bits in use (p.fuse, AUTO resolved): fuse in steps of fewer
                                   * than gemm_min_tok tokens, fuse_big in larger ones, */
     unsigned fuse_one;           /* fuse_one in steps of one token */
+    unsigned fuse_dec;           /* fuse_dec in decode steps of 2 .. defer_tok tokens (one per sequence) */
+    int32_t defer_tok;           /* the most tokens up to which the backend fuses the split norm */
     int32_t gemm_min_tok;        /* backend matmul_gemm_min_tok of the layer weights' type */
     void *wmem;                  /* backend memory holding every weight (NULL when they are host mmap) */
     void *kv;                    /* K of every layer, then V of every layer */

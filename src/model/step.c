@@ -92,7 +92,7 @@ static ai_status step_body(void *arg, ai_err *err)
      * norm: the rmsnorm rides in the prologue of the product that reads it; swiglu: silu(gate) * up in
      * the down product's prologue; add: the residual add in the wo / down products' epilogue. Without
      * add, the old fused add_rmsnorm (x += tmp, xn = rmsnorm(x)) also makes the next norm's xn. */
-    const unsigned fuse = runner_fusions(r, n);
+    const unsigned fuse = n == r->n_seq ? runner_fusions_decode(r, n) : runner_fusions(r, n);
     const bool f_norm = fuse & RUNNER_FUSE_NORM, f_swiglu = fuse & RUNNER_FUSE_SWIGLU;
     const bool f_glu = fuse & RUNNER_FUSE_GLU;
     /* defer: the split norm (backend_mm_opts.in_ss / out_*), in pure decode steps (row t is sequence

@@ -264,7 +264,7 @@ int cmd_bench(int argc, char **argv)
 
     const char *src = m ? o.model : o.arch;
     char fuse[48], fuse_pf[48]; /* the fusions of a decode step (B tokens) and of a prefill step */
-    fuse_name(fuse, runner_fusions(r, B));
+    fuse_name(fuse, runner_fusions_decode(r, B));
     fuse_name(fuse_pf, runner_fusions(r, chunk));
     if (o.json) {
         printf("{\"model\": \"%s\", \"random_weights\": %s, \"dtype\": \"%s\", \"backend\": \"%s\", \"device\": \"%s\", "
