@@ -2,6 +2,7 @@
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
 #   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
 #   there:  scripts/gpu-check.sh [tests|parity|bench|all] [extra aiinfra-bench configs...]
+#           scripts/gpu-check.sh profile [fusion sets...]  (ncu, one decode step per set: ncu_step.py)
 #           (device tool: carry build/gpu.tar.xz, unpacked here when build/gpu is absent or older);
 #           SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
@@ -92,4 +93,19 @@ for line in open(sys.argv[1]):
           f"{r['decode_ms_per_step']:8.3f} {r['decode_frac_of_bound']:8.2f}   copy {r['copy_gb_s']:.0f} GB/s, mm {r['matmul_tflop_s']:.0f} TF/s")
 PY
   grep -E 'ratio|TB/s|GB/s' "$OUT/kernels.log" | tail -30
+fi
+
+# profile: one decode step kernel by kernel (Nsight Compute, each kernel alone; scripts/ncu_step.py),
+# bf16 Llama-3-8B shape at batch 1 with the default fusions and with --fuse none (or the sets given)
+if [ "$what" = profile ]; then
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  sets=("$@"); [ ${#sets[@]} -eq 0 ] && sets=(default none)
+  for f in "${sets[@]}"; do
+    fa=(); [ "$f" != default ] && fa=(--fuse "$f")
+    timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
+      --print-units base --launch-count 1400 $G/bin/aiinfra bench --arch llama3-8b --random-weights \
+      --dtype bf16 --batch 1 --prompt 64 --gen 2 "${fa[@]}" >"$OUT/ncu_$f.csv" 2>>"$OUT/ncu.err" ||
+      echo "ncu failed: $f" | tee -a "$summary"
+    python3 scripts/ncu_step.py "$OUT/ncu_$f.csv" | tee -a "$summary"
+  done
 fi
