@@ -82,6 +82,9 @@ typedef struct backend_rope_kv {
     const int32_t *slot;     /* (n_tok) */
 } backend_rope_kv;
 
+/* Doubles per row of a split norm's sum of squares (backend_mm_opts in_ss / out_ss). */
+#define BACKEND_SS_LANES 32
+
 /* Options of matmul_ex: the small decode ops around a matrix product folded into it. Batch-1 decode
  * is a chain of ~9 kernels per layer; the GEMVs stream the weights at ~90-97% of copy bandwidth, and
  * what is left is the launch + ramp latency of the small kernels between them (residual add + norm,
@@ -102,15 +105,19 @@ typedef struct backend_mm_opts {
      * its weights stream (the prologues above pay that wait in every CTA). But rmsnorm(x) * w . W^T =
      * r * ((x * w) . W^T) with r = 1 / sqrt(mean(x^2) + eps): so the product that finishes x (wo or
      * down, accumulating into the residual) also writes x * w and adds up x^2 as each element is
-     * final, and the product that reads it scales its results by r. No kernel in between. */
-    const double *in_ss; /* (n_tok) or NULL: x rows are already times the norm weight; row t's product is
-                          * multiplied by 1 / sqrt(in_ss[t] / n_in + eps) (not with norm_w or swiglu_in) */
+     * final, and the product that reads it scales its results by r. No kernel in between.
+     * A sum of squares is BACKEND_SS_LANES doubles per row, (n_tok, BACKEND_SS_LANES): row t's sum is the
+     * sum of its lanes (read in lane order); a writer adds its partial sums to any of t's lanes (a GPU
+     * spreads its atomics over them: same-address atomics serialise). */
+    const double *in_ss; /* (n_tok, BACKEND_SS_LANES) or NULL: x rows are already times the norm weight; row
+                          * t's product is multiplied by 1 / sqrt(ss_t / n_in + eps), ss_t the sum of t's
+                          * lanes (not with norm_w or swiglu_in) */
     float *out_xn;       /* (n_tok, n_out) or NULL: out_xn = final y * out_nw, row by row ... */
     const float *out_nw; /* (n_out) */
-    double *out_ss;      /* ... and out_ss[t] += sum over row t of final y^2, in double (the caller zeroes it;
-                          * a GPU adds with atomics in any order, which moves the double sum by ~2^-41
-                          * of itself: the float r made from it changes only near a float rounding
-                          * boundary, docs/gpu.md) */
+    double *out_ss;      /* ... and the sum over row t of final y^2, in double, added to t's lanes of
+                          * out_ss (n_tok, BACKEND_SS_LANES) (the caller zeroes it; a GPU adds with
+                          * atomics in any order, which moves the double sum by ~2^-41 of itself: the
+                          * float r made from it changes only near a float rounding boundary, docs/gpu.md) */
     /* The rope and KV store in the q|k|v product's epilogue (RUNNER_FUSE_ROPE): y rows are q|k|v
      * (n_out = (n_head + n_head_kv) head_dim + n_head_kv head_dim_v); after the product, y's q and k
      * parts are rotated and k, v stored as rope_store does. Not with accumulate, swiglu_out or out_xn. */

@@ -329,7 +329,7 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
                    T * ad * f, T * (size_t)c->dim * f, 2 * T * (size_t)c->n_ff * f, T * (size_t)c->n_ff * f,
                    S * (size_t)c->dim * f,
                    S * (size_t)c->n_vocab * f, (size_t)(c->rope_dim / 2) * f, r->meta_ints * sizeof(int32_t),
-                   (2 * (size_t)c->n_layer + 1) * RUNNER_FUSE_GEMV_TOK * sizeof(double)};
+                   (2 * (size_t)c->n_layer + 1) * RUNNER_FUSE_GEMV_TOK * BACKEND_SS_LANES * sizeof(double)};
     enum { N_SZ = sizeof sz / sizeof sz[0] };
     backend_attn aw = {.kv_type = r->kv_type, .n_seq = d.max_seqs, .n_tok = d.max_tokens, .max_blocks = r->max_blocks,
                        .max_q_len = d.max_tokens, .max_seq_len = d.n_ctx, .n_head = c->n_head,

@@ -34,7 +34,7 @@ struct runner {
     float k_scale, v_scale;      /* f8_e4m3 cache: stored = fp8(x / scale) */
     void *arena;
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up, *xl, *logits;
-    double *ss;                  /* RUNNER_FUSE_DEFER: sums of squares, (2 n_layer + 1, RUNNER_FUSE_GEMV_TOK) */
+    double *ss;                  /* RUNNER_FUSE_DEFER: sums of squares, (2 n_layer + 1, RUNNER_FUSE_GEMV_TOK, BACKEND_SS_LANES) */
     int32_t *d_meta, *h_meta;    /* step metadata, device and host copies (meta_ints ints) */
     size_t meta_ints;
     void *attn_work;

@@ -97,14 +97,15 @@ static ai_status step_body(void *arg, ai_err *err)
     const bool f_glu = fuse & RUNNER_FUSE_GLU;
     /* defer: the split norm (backend_mm_opts.in_ss / out_*), in pure decode steps (row t is sequence
      * t's only token, so the logits need no gather) of GEMV size; the sums of squares go to slot 2 il
-     * (attention input of layer il), 2 il + 1 (its FFN input), 2 n_layer (the output norm), n each. */
+     * (attention input of layer il), 2 il + 1 (its FFN input), 2 n_layer (the output norm), (n, BACKEND_SS_LANES) each. */
     const bool f_defer = (fuse & RUNNER_FUSE_DEFER) && n == r->n_seq && n <= RUNNER_FUSE_GEMV_TOK;
     const bool f_add = (fuse & RUNNER_FUSE_ADD) || f_defer;
     const backend_mm_opts add = {.accumulate = true};
-#define SS_SLOT(j) (r->ss + (size_t)(j) * (size_t)n)
+#define SS_SLOT(j) (r->ss + (size_t)(j) * (size_t)n * BACKEND_SS_LANES)
 
     TRY(o->embed(bc, r->x, &r->tok_embd, tok, n, err));
-    if (f_defer) TRY(o->fill_f32(bc, (float *)r->ss, 2 * (2 * (int64_t)c->n_layer + 1) * n, 0.0f, err));
+    if (f_defer)
+        TRY(o->fill_f32(bc, (float *)r->ss, 2 * (2 * (int64_t)c->n_layer + 1) * n * BACKEND_SS_LANES, 0.0f, err));
     for (int32_t il = 0; il < c->n_layer; il++) {
         const runner_layer *L = &r->layers[il];
         const bool defer_qkv = f_defer && il > 0; /* (layer 0's norm reads the embedding: a kernel) */

@@ -181,7 +181,8 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int64_t n_in,
     backend_weight w = {.type = t, .n_out = n_out, .n_in = n_in};
     /* host: x, norm weights (n_out, padded to nw), y0, then results: ref, y, xn, glu */
     float *h = malloc((size_t)(nx + nw + 5 * ny) * sizeof(float)), *d = NULL;
-    double hss[2][16], *dss = NULL; /* [0] in, [1] out */
+    enum { L = BACKEND_SS_LANES };
+    double hss[2][16 * L], *dss = NULL; /* [0] in, [1] out: (16, L) each */
     assert_non_null(h);
     assert_true(n_tok <= 16);
     float *hnw = h + nx, *hy0 = hnw + nw, *href = hy0 + ny, *hy = href + ny, *hxn = hy + ny, *hg = hxn + ny;
@@ -191,7 +192,11 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int64_t n_in,
         h[i] = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
         if (i >= nx && i < nx + nw) h[i] = h[i] * 0.5f + 1.0f;
     }
-    for (int32_t k = 0; k < n_tok; k++) hss[0][k] = 300.0 * (k + 1), hss[1][k] = 0.5;
+    memset(hss, 0, sizeof hss);
+    for (int32_t k = 0; k < n_tok; k++) { /* in: 300 (k + 1) spread over the lanes (exact in double); out: 0.5 */
+        for (int j = 0; j < L; j++) hss[0][k * L + j] = 300.0 * (k + 1) * (j + 1) / (L * (L + 1) / 2);
+        hss[1][k * L] = 0.5;
+    }
     if (o->alloc(c, o->weight_bytes(c, t, n_out, n_in), &w.data, &err) ||
         o->alloc(c, (size_t)(nx + nw + 5 * ny) * sizeof(float), (void **)&d, &err) ||
         o->alloc(c, sizeof hss, (void **)&dss, &err) || o->weight_random(c, &w, 23 + (uint64_t)t, 0.05f, &err) ||
@@ -199,7 +204,7 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int64_t n_in,
         o->upload(c, dss, hss, sizeof hss, &err))
         fail_msg("matmul_defer_check set-up: %s", err.msg);
     float *dx = d, *dnw = d + nx, *dy0 = dnw + nw, *dref = dy0 + ny, *dy = dref + ny, *dxn = dy + ny, *dg = dxn + ny;
-    const backend_mm_opts out = {.accumulate = true, .out_xn = dxn, .out_nw = dnw, .out_ss = dss + 16};
+    const backend_mm_opts out = {.accumulate = true, .out_xn = dxn, .out_nw = dnw, .out_ss = dss + 16 * L};
     const backend_mm_opts in = {.in_ss = dss, .eps = 1e-5f}, glu = {.in_ss = dss, .eps = 1e-5f, .swiglu_out = true};
     if (o->matmul(c, &w, dx, n_tok, dref, &err) || o->copy(c, dy, dy0, (size_t)ny * sizeof(float), &err) ||
         o->matmul_ex(c, &w, dx, n_tok, dy, &out, &err) ||
@@ -217,8 +222,10 @@ static void matmul_defer_check(backend *be, dtype t, int64_t n_ff, int64_t n_in,
             rmax = fmax(rmax, fabs((double)want));
             xmax = fmax(xmax, fabs((double)hxn[i] - (double)want * hnw[j]));
         }
-        if (!(fabs(hss[1][k] - ss) <= 1e-5 * ss))
-            fail_msg("matmul_defer_check %s n_tok %d: sum of squares %.9g, want %.9g", dtype_name(t), n_tok, hss[1][k], ss);
+        double got = 0;
+        for (int j = 0; j < L; j++) got += hss[1][k * L + j];
+        if (!(fabs(got - ss) <= 1e-5 * ss))
+            fail_msg("matmul_defer_check %s n_tok %d: sum of squares %.9g, want %.9g", dtype_name(t), n_tok, got, ss);
     }
     if (!(dmax <= 1e-5 * rmax) || !(xmax <= 1.5e-5 * rmax))
         fail_msg("matmul_defer_check %s n_tok %d (out): max diff y %.3g xn %.3g of max %.3g", dtype_name(t), n_tok, dmax,
@@ -276,7 +283,7 @@ static void matmul_rope_check(backend *be, dtype t, int32_t n_tok, dtype kv, int
     float *h = malloc((size_t)(nx + 2 * ny) * sizeof(float));
     unsigned char *junk = malloc(kb), *hc = malloc(4 * kb);
     int32_t meta[32];
-    double ss[16];
+    double ss[16 * BACKEND_SS_LANES] = {0};
     assert_true(h && junk && hc);
     uint64_t st = 0x2545F4914F6CDD1Dull ^ (uint64_t)(t * 131 + n_tok * 7 + rope_dim);
     for (int64_t i = 0; i < nx; i++) {
@@ -287,7 +294,7 @@ static void matmul_rope_check(backend *be, dtype t, int32_t n_tok, dtype kv, int
     for (int32_t k = 0; k < n_tok; k++) {
         meta[k] = (int32_t)((k * 2654435761u) % 9000u);     /* positions */
         meta[16 + k] = k == 1 ? -1 : (k * 5 + 3) % SLOTS;   /* slots: distinct, token 1 none */
-        ss[k] = 200.0 * (k + 1);
+        ss[k * BACKEND_SS_LANES + k % BACKEND_SS_LANES] = 200.0 * (k + 1); /* one lane, not always lane 0 */
     }
     float *d = NULL;
     unsigned char *dc = NULL;

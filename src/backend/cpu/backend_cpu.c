@@ -260,7 +260,9 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
     else if (o->swiglu_in) cb_swiglu_rows(ctx, b->pre, x, n_tok, (int32_t)w->n_in, err);
     else if (o->in_ss)
         for (int32_t t = 0; t < n_tok; t++) {
-            const float r = 1.0f / sqrtf((float)(o->in_ss[t] / (double)w->n_in) + o->eps);
+            double ss = 0;
+            for (int j = 0; j < BACKEND_SS_LANES; j++) ss += o->in_ss[(size_t)t * BACKEND_SS_LANES + j];
+            const float r = 1.0f / sqrtf((float)(ss / (double)w->n_in) + o->eps);
             for (int64_t i = 0; i < w->n_in; i++) b->pre[t * w->n_in + i] = x[t * w->n_in + i] * r;
         }
     if (pro) in = b->pre;
@@ -278,7 +280,7 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
                 ss += (double)yr[i] * yr[i];
                 o->out_xn[t * w->n_out + i] = yr[i] * o->out_nw[i];
             }
-            o->out_ss[t] += ss;
+            o->out_ss[(size_t)t * BACKEND_SS_LANES] += ss;
         }
     if (o->rope_kv) {
         const backend_rope_kv *rk = o->rope_kv;

@@ -68,8 +68,9 @@ ai_status cuk_rmsnorm(cuk_stream s, float *out, const float *in, const float *w,
 ai_status cuk_add_rmsnorm(cuk_stream s, float *x, const float *delta, float *out, const float *w, int32_t rows,
                           int32_t dim, float eps, ai_err *err);
 /* The split rmsnorm (backend_mm_opts in_ss / out_*) as kernels of their own, where the product
- * cannot fuse it: xn (rows, dim) = y * w and ss[r] += sum(y[r]^2) in double; out (rows, dim) =
- * x / sqrt(ss[r] / dim + eps) (out may alias x). */
+ * cannot fuse it: xn (rows, dim) = y * w and sum(y[r]^2) in double added to ss's lane 0 of row r;
+ * out (rows, dim) = x / sqrt(ss_r / dim + eps), ss_r the sum of row r's lanes (ss: (rows,
+ * BACKEND_SS_LANES)); out may alias x. */
 ai_status cuk_norm_split_out(cuk_stream s, float *xn, double *ss, const float *y, const float *w, int32_t rows,
                              int32_t dim, ai_err *err);
 ai_status cuk_norm_split_in(cuk_stream s, float *out, const float *x, const double *ss, int32_t rows, int32_t dim,

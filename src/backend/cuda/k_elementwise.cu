@@ -359,7 +359,7 @@ __global__ void k_norm_split_out(float *xn, double *ss, const float *y, const fl
     if (threadIdx.x == 0) {
         double t = 0.0;
         for (int k = 0; k < (int)(blockDim.x >> 5); k++) t += shd[k];
-        ss[blockIdx.x] += t;
+        ss[(size_t)blockIdx.x * BACKEND_SS_LANES] += t; /* lane 0: one block per row */
     }
 }
 
@@ -367,7 +367,9 @@ __global__ void k_norm_split_in(float *out, const float *x, const double *ss, in
 {
     cuk_pdl_wait();
     const int64_t base = (int64_t)blockIdx.x * dim;
-    const float r = 1.0f / sqrtf((float)(ss[blockIdx.x] / (double)dim) + eps);
+    double sum = 0.0; /* the row's lanes, in lane order (backend_mm_opts.in_ss) */
+    for (int j = 0; j < BACKEND_SS_LANES; j++) sum += ss[(size_t)blockIdx.x * BACKEND_SS_LANES + j];
+    const float r = 1.0f / sqrtf((float)(sum / (double)dim) + eps);
     for (int32_t j = threadIdx.x; j < dim; j += blockDim.x) out[base + j] = x[base + j] * r;
 }
 

@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(kThreads) k_gemv_any(const void *__restrict__ 
             v += red[0][k];
             sq += red[1][k];
         }
-        fuse_store<M>(fz, y, n_out, t, row, v, sq, n_in);
+        fuse_store<M>(fz, y, n_out, t, row, v, sq, n_in, fz.in_ss ? fuse_in_scale(fz, t, n_in) : 1.0f);
     }
 }
 
@@ -913,10 +913,10 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
         /* one n_tok = 1 pass per token (reads W n_tok times; see CUK_GEMV_Q4_LOOP_MIN_TOK) */
         for (int32_t t = 0; t < n_tok; t++) {
             cuk_mm_opts ot = o ? *o : cuk_mm_opts{};
-            if (ot.in_ss) ot.in_ss += t;
+            if (ot.in_ss) ot.in_ss += (size_t)t * BACKEND_SS_LANES;
             if (ot.out_xn) {
                 ot.out_xn += (size_t)t * w->n_out;
-                ot.out_ss += t;
+                ot.out_ss += (size_t)t * BACKEND_SS_LANES;
             }
             ai_status st = cuk_gemv_path_ex(s, w, x + (size_t)t * xstride, 1, y + (size_t)t * w->n_out, 1, &ot, err);
             if (st != AI_OK) return st;

@@ -379,8 +379,20 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     }
 
     double ss_run = 0.0; /* the split norm (out_xn): this warp's sum of squares of token lane (lane < T) */
+    /* The epilogue's inputs, loaded before each group's dot loop (k_gemv_fuse.h fuse_pre: a warp's row
+     * group is one round of weight loads at n_in 4096, so loads at the store were a dependent L2 round
+     * trip per group). R T <= 32: lane l stores (row r = l / T, token t = l % T) of each group, once. */
+    static_assert(R * T <= 32, "one stored (row, token) per lane and group");
+    const int pr = lane / T, pt = lane % T; /* the (row, token) this lane stores in each group */
+    const bool pown = lane < R * T && pt < n_tok;
+    const float prs = pown && fz.in_ss ? fuse_in_scale(fz, pt, n_in) : 1.0f; /* once: one token per lane */
     for (int row0 = r_begin; row0 < r_end; row0 += R) {
         const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
+        fuse_pre pre = {0.0f, prs, 0.0f};
+        if (pown && pr < nv) {
+            if (fz.acc) pre.y = y[(size_t)pt * n_out + row0 + pr];
+            if (fz.out_xn) pre.nw = fz.out_nw[row0 + pr];
+        }
         const uint4 *wr[R];
         int srow[R];
 #pragma unroll
@@ -416,7 +428,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], smem, c, nblk, n_in, acc);
             }
         }
-        double q = 0.0; /* squares of this lane's stores, all of token lane % T (T divides 32) */
+        double q = 0.0; /* squares of this lane's store, of token lane % T (T divides 32) */
 #pragma unroll
         for (int r = 0; r < R; r++) {
 #pragma unroll
@@ -424,8 +436,9 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 float v = acc[r][t];
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                if (lane == ((r * T + t) & 31) && r < nv && t < n_tok) {
-                    v = fuse_store<MS, false>(fz, y, n_out, t, row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in);
+                if (lane == r * T + t && r < nv && t < n_tok) {
+                    v = fuse_store_pre<MS, false>(fz, y, n_out, t, row0 + r, v, MS == FUSE_NORM ? rs[t] : 0.0f, n_in,
+                                                  pre);
                     q += (double)v * (double)v;
                 }
             }

@@ -18,9 +18,9 @@
  *    this mode (k_gemv.cu Shape), so that the MUFU rate (16 / clock / SM) stays under the weight rate.
  *  - accumulate (f.acc): y = y + dot, by the one thread that writes that element (no atomics).
  *  - the split norm (f.in_ss, f.out_xn; any mode, in fuse_store; docs/gpu.md): the product that
- *    finishes x also writes x * w and adds x^2 to a per-token double (atomics, one per warp and token
- *    where the kernel pre-reduces: ss_warp_add), and the product that
- *    reads x * w multiplies its results by 1 / rms: the norm costs no kernel and no prologue.
+ *    finishes x also writes x * w and adds x^2 to a token's BACKEND_SS_LANES doubles (atomics, one per
+ *    warp and token where the kernel pre-reduces: ss_warp_add, spread over the lanes: ss_add), and the
+ *    product that reads x * w multiplies its results by 1 / rms: the norm costs no kernel and no prologue.
  * Every fused kernel still calls cuk_pdl_wait() before reading x, norm_w or y.
  */
 #ifndef AIINFRA_CUDA_K_GEMV_FUSE_H
@@ -49,10 +49,10 @@ struct cuk_fuse {
     float eps;
     int acc;         /* y += */
     /* the split rmsnorm (backend_mm_opts.in_ss / out_*; any mode, applied in fuse_store): */
-    const double *in_ss; /* (n_tok): scale each output by 1 / sqrt(in_ss[t] / n_in + eps) */
+    const double *in_ss; /* (n_tok, BACKEND_SS_LANES): scale each output by 1 / sqrt(sum of t's lanes / n_in + eps) */
     float *out_xn;       /* (n_tok, n_out): final y * out_nw ... */
     const float *out_nw;
-    double *out_ss;      /* ... and out_ss[t] += final y^2 (one double atomic per output) */
+    double *out_ss;      /* ... and final y^2 added to one of token t's lanes (ss_add) */
     /* FUSE_ROPE: the rope + KV store (backend_mm_opts.rope_kv), by value; theta_scale from the host's powf */
     cuk_rope_kv rk;
     float theta_scale;
@@ -141,10 +141,40 @@ template <int M> __device__ __forceinline__ float4 fuse_nw4(const cuk_fuse &f, i
     else return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-/* 1 / rms of token row t from the split norm's sum of squares (f.in_ss). */
+/* 1 / rms of token row t from the split norm's sum of squares (f.in_ss: the sum of t's lanes, added in
+ * lane order). 16 independent 16-byte loads: a kernel calls this once per thread (or warp) and token,
+ * not per output (fuse_rs_table). */
 __device__ __forceinline__ float fuse_in_scale(const cuk_fuse &f, int t, int n_in)
 {
-    return 1.0f / sqrtf((float)(f.in_ss[t] / (double)n_in) + f.eps);
+    static_assert(BACKEND_SS_LANES % 2 == 0, "lanes in pairs");
+    const double2 *l = reinterpret_cast<const double2 *>(f.in_ss + (size_t)t * BACKEND_SS_LANES);
+    double2 v[BACKEND_SS_LANES / 2];
+#pragma unroll
+    for (int i = 0; i < BACKEND_SS_LANES / 2; i++) v[i] = l[i];
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < BACKEND_SS_LANES / 2; i++) s += v[i].x + v[i].y;
+    return 1.0f / sqrtf((float)(s / (double)n_in) + f.eps);
+}
+
+/* rs[t] = fuse_in_scale of tokens t < min(T, n_tok) (1 without in_ss), by warp 0 with one lane per token;
+ * the caller syncs the CTA before reading rs. For the kernels whose threads store outputs of many tokens
+ * (the tensor-core GEMV, the skinny GEMM). */
+template <int T> __device__ __forceinline__ void fuse_rs_table(const cuk_fuse &f, int n_tok, int n_in, float *rs)
+{
+    static_assert(T <= 32, "one lane per token");
+    if (threadIdx.x < T) rs[threadIdx.x] = f.in_ss && (int)threadIdx.x < n_tok ? fuse_in_scale(f, threadIdx.x, n_in) : 1.0f;
+}
+
+/* The lane of out_ss a warp adds its sums to: why lanes - same-address double atomics serialise in L2
+ * (~1.3 ns each on the H100: 4096 warps adding to one address at the end of a persistent GEMV cost 5.3
+ * us, measured 2026-12-07), so the warps of a product spread theirs over BACKEND_SS_LANES addresses. */
+__device__ __forceinline__ int ss_lane() { return (int)((blockIdx.x + (threadIdx.x >> 5)) % BACKEND_SS_LANES); }
+
+/* Token t's sum of squares += q (one of its lanes). */
+__device__ __forceinline__ void ss_add(const cuk_fuse &f, int t, double q)
+{
+    atomicAdd(f.out_ss + (size_t)t * BACKEND_SS_LANES + ss_lane(), q);
 }
 
 /* The epilogue's inputs that do not depend on the dot product: y[t][row] (accumulate), the split norm's
@@ -171,7 +201,7 @@ __device__ __forceinline__ fuse_pre fuse_pre_load(const cuk_fuse &f, const float
 /* Writes y[t][row] from one finished dot product v of token row t, whose sum of squares is ss
  * (FUSE_NORM); then the split norm's outputs for the element (f.out_xn). p: fuse_pre_load's values
  * for (t, row). Returns the value written.
- * kSsAtomic: out_ss[t] += y^2 here, one double atomic per output (the kernels that hold one output per
+ * kSsAtomic: y^2 added to out_ss here, one double atomic per output (the kernels that hold one output per
  * CTA); the GEMVs that own many outputs per warp pass false, sum the squares of the values it returns
  * per token across lanes (ss_lanes_sum, ss_warp_add, ss_group_flush) and add them once per warp or lane group. */
 template <int M, bool kSsAtomic = true>
@@ -184,18 +214,19 @@ __device__ __forceinline__ float fuse_store_pre(const cuk_fuse &f, float *y, int
     y[(size_t)t * n_out + row] = v;
     if (f.out_xn) {
         f.out_xn[(size_t)t * n_out + row] = v * p.nw;
-        if constexpr (kSsAtomic) atomicAdd(f.out_ss + t, (double)v * (double)v);
+        if constexpr (kSsAtomic) ss_add(f, t, (double)v * (double)v);
     }
     return v;
 }
 
-/* fuse_store_pre with the loads at the store (the kernels whose CTAs stream long enough to hide them). */
+/* fuse_store_pre with the loads at the store (the kernels whose CTAs stream long enough to hide them);
+ * rs: token t's 1 / rms (fuse_in_scale, fuse_rs_table; unused without in_ss). */
 template <int M, bool kSsAtomic = true>
 __device__ __forceinline__ float fuse_store(const cuk_fuse &f, float *y, int n_out, int t, int row, float v, float ss,
-                                            int n_in)
+                                            int n_in, float rs)
 {
-    return fuse_store_pre<M, kSsAtomic>(f, y, n_out, t, row, v, ss, n_in,
-                                        fuse_pre_load(f, y, n_out, t, row, t + 1, n_in));
+    const fuse_pre p = {f.acc ? y[(size_t)t * n_out + row] : 0.0f, rs, f.out_xn ? f.out_nw[row] : 0.0f};
+    return fuse_store_pre<M, kSsAtomic>(f, y, n_out, t, row, v, ss, n_in, p);
 }
 
 /* The split norm's pre-reduced sum of squares. Why: out_ss[t] is one address per token, and same-address
@@ -219,7 +250,7 @@ template <int T> __device__ __forceinline__ void ss_warp_add(double &run, double
 /* ss_warp_add's sum: added to out_ss once per warp and token: n_out / (rows per warp) atomics instead of n_out. */
 template <int T> __device__ __forceinline__ void ss_warp_flush(const cuk_fuse &f, double run, int lane, int n_tok)
 {
-    if (f.out_xn && lane < T && lane < n_tok) atomicAdd(f.out_ss + lane, run);
+    if (f.out_xn && lane < T && lane < n_tok) ss_add(f, lane, run);
 }
 
 /* Lanes in aligned groups of G (a power of 2 up to 32) hold the squares q of stored values of one token
@@ -229,7 +260,7 @@ template <int G> __device__ __forceinline__ void ss_group_flush(const cuk_fuse &
     static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G a power of 2");
 #pragma unroll
     for (int o = G / 2; o > 0; o >>= 1) q += __shfl_xor_sync(0xFFFFFFFFu, q, o);
-    if ((threadIdx.x & (G - 1)) == 0 && t < n_tok) atomicAdd(f.out_ss + t, q);
+    if ((threadIdx.x & (G - 1)) == 0 && t < n_tok) ss_add(f, t, q);
 }
 
 /* FUSE_ROPE: rows (x, y) of pair p of a q|k|v product; *rot = the pair's rope frequency index, or -1 for

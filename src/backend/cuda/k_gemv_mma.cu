@@ -153,6 +153,8 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
     const float *nwq = fz.nw + 8 * q; /* the norm weight at this lane's columns (FUSE_NORM) */
     const cuk_fuse fq{M == FUSE_NORM ? nwq : nullptr, fz.eps, fz.acc};
     float ssa = 0.0f, ssb = 0.0f; /* FUSE_NORM: sum(x^2) of token rows g, g + 8 over this lane's columns */
+    __shared__ float rs[16];      /* the split norm's 1 / rms per token (read after the __syncthreads below) */
+    fuse_rs_table<16>(fz, n_tok, n_in, rs);
 
     float c[RG][4] = {};
     for (int t0 = tb + warp; t0 < te; t0 += kWarps * U) {
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
         if constexpr (S == 1) {
             double q = 0.0;
             if (t < n_tok && row0 + r < n_out) {
-                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in, rs[t]);
                 q = (double)v * (double)v;
             }
             if (fz.out_xn) ss_group_flush<(8 * RG < 32 ? 8 * RG : 32)>(fz, q, t, n_tok); /* a token's 8 RG rows */
@@ -236,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32) k_gemv_mma(const __nv_bfloat16 *_
                     v += *cl.map_shared_rank(&red[0][t][r], k);
                     if constexpr (M == FUSE_NORM) sq += *cl.map_shared_rank(&ssp[t], k);
                 }
-                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in);
+                v = fuse_store<M, false>(fz, y, n_out, t, row0 + r, v, sq, n_in, rs[t]);
                 q = (double)v * (double)v;
             }
             if (fz.out_xn) ss_group_flush<16>(fz, q, t, n_tok);

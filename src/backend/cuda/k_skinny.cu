@@ -100,10 +100,10 @@ __device__ __forceinline__ void tma_load_once(void *dst, const CUtensorMap *map,
 /* One finished value of D: y[token][row] (= or +=, and the split norm's parts: fuse_store). Returns the
  * square of the value stored (0 out of range), which the caller adds to out_ss per warp (ss_lanes_sum). */
 __device__ __forceinline__ double put(float *y, int n_out, int n_in, int n_tok, const cuk_fuse &fz, int row, int tok,
-                                      float v)
+                                      float v, const float *rs)
 {
     if (tok >= n_tok || row >= n_out) return 0.0;
-    v = fuse_store<FUSE_NONE, false>(fz, y, n_out, tok, row, v, 0.0f, n_in);
+    v = fuse_store<FUSE_NONE, false>(fz, y, n_out, tok, row, v, 0.0f, n_in, rs[tok]);
     return (double)v * (double)v;
 }
 
@@ -189,6 +189,10 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
     }
     __syncthreads();
     cuk_pdl_wait(); /* x is the previous kernel's output; y may still be read by it */
+    /* the split norm's 1 / rms per token: read after the k loop's __syncthreads (S = 1: nloc >= 1) or
+     * the cluster's sync (S > 1) */
+    __shared__ float rs[NT];
+    fuse_rs_table<NT>(fz, n_tok, n_in, rs);
     if (tid == 0 && !early)
         for (int i = 0; i < ST && i < nloc; i++) issue_w(i);
     XSlice<NT, NB> xv;
@@ -221,15 +225,15 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
     if constexpr (S == 1) {
 #pragma unroll
         for (int j = 0; j < NT / 8; j++) {
-            double q0 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c, d[4 * j]);
-            double q1 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c + 1, d[4 * j + 1]);
-            q0 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c, d[4 * j + 2]);
-            q1 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3]);
+            double q0 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c, d[4 * j], rs);
+            double q1 = put(y, n_out, n_in, n_tok, fz, row0 + r, 8 * j + c + 1, d[4 * j + 1], rs);
+            q0 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c, d[4 * j + 2], rs);
+            q1 += put(y, n_out, n_in, n_tok, fz, row0 + r + 8, 8 * j + c + 1, d[4 * j + 3], rs);
             if (fz.out_xn) { /* tokens 8 j + c, + 1 are held by the lanes with the same lane % 4 */
                 q0 = ss_lanes_sum<4>(q0);
                 q1 = ss_lanes_sum<4>(q1);
-                if (lane < 4 && 8 * j + c < n_tok) atomicAdd(fz.out_ss + 8 * j + c, q0);
-                if (lane < 4 && 8 * j + c + 1 < n_tok) atomicAdd(fz.out_ss + 8 * j + c + 1, q1);
+                if (lane < 4 && 8 * j + c < n_tok) ss_add(fz, 8 * j + c, q0);
+                if (lane < 4 && 8 * j + c + 1 < n_tok) ss_add(fz, 8 * j + c + 1, q1);
             }
         }
     } else {
@@ -253,12 +257,12 @@ __global__ void __launch_bounds__(kThreads, 1) k_skinny(const __grid_constant__ 
             float v = 0.0f;
 #pragma unroll
             for (int k = 0; k < S; k++) v += *cl.map_shared_rank(&red[rr][tt], k);
-            q += put(y, n_out, n_in, n_tok, fz, row0 + rr, tt, v);
+            q += put(y, n_out, n_in, n_tok, fz, row0 + rr, tt, v, rs);
         }
         if (fz.out_xn) {
             q = ss_lanes_sum<P>(q);
             const int tt = (rank + S * tid) % NT;
-            if (lane < P && tt < n_tok && rank + S * tid < kRows * NT) atomicAdd(fz.out_ss + tt, q);
+            if (lane < P && tt < n_tok && rank + S * tid < kRows * NT) ss_add(fz, tt, q);
         }
         cl.sync(); /* no CTA exits while a peer still reads its shared memory */
     }
