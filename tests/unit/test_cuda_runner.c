@@ -252,7 +252,8 @@ static void test_cuda_matmul_glu(void **state)
 
 /* matmul_ex's split norm on the CUDA backend (runner_check.h): done in the store of every decode kernel
  * (float, tensor-core and dp4a GEMVs, the skinny wgmma GEMM: the same product as the reference, so
- * 1e-5; their per-warp sums of squares included), composed around cuBLASLt (x scaled before it is
+ * 1e-5; their per-warp sums of squares included; the dp4a GEMV's passes of 4 tokens at n_in 14336),
+ * composed around cuBLASLt (x scaled before it is
  * rounded to 16 bits: 1e-2 on the input side). */
 static void test_cuda_matmul_defer(void **state)
 {
@@ -270,6 +271,9 @@ static void test_cuda_matmul_defer(void **state)
             /* bf16 at 2-8 tokens: the skinny GEMM's cluster splits 8 (2 row tiles) and 4 (22 tiles) */
             matmul_defer_check(&be, types[i], 48, 4096, toks[k], tol);
             matmul_defer_check(&be, types[i], 700, 4096, toks[k], tol);
+            /* n_in 14336 (the down product): the dp4a GEMV takes 4 tokens per pass, so 5-16 tokens run
+             * 2-4 passes, each on its own rows of in_ss / out_xn / out_ss */
+            if (dtype_get(types[i])->quantized) matmul_defer_check(&be, types[i], 48, 14336, toks[k], tol);
         }
     backend_free(&be);
 }

@@ -532,10 +532,16 @@ ai_status run_passes(cuk_stream s, const cuk_weight *w, const float *x, size_t x
         const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
         const float *xp = reinterpret_cast<const float *>(reinterpret_cast<const unsigned char *>(x) + (size_t)t0 * x_stride);
         float *yp = y + (size_t)t0 * (size_t)w->n_out;
+        cuk_fuse fp = f; /* the split norm's per-token rows move with the pass */
+        if (fp.in_ss) fp.in_ss += (size_t)t0 * BACKEND_SS_LANES;
+        if (fp.out_xn) {
+            fp.out_xn += (size_t)t0 * (size_t)w->n_out;
+            fp.out_ss += (size_t)t0 * BACKEND_SS_LANES;
+        }
         cudaError_t e;
-        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
-        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
-        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, f);
+        if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
+        else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
+        else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
         CUK_TRY(err, e, "cuk_gemv_dp4a");
         CUK_LAUNCHED(err, "cuk_gemv_dp4a");
     }
