@@ -247,17 +247,20 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
     r->cfg = *cfg;
     r->m = m;
     r->p = d;
-    /* AUTO (docs/gpu.md): in one-token steps, float weights take the epilogue-only set, the split norm
-     * + the SwiGLU and rope epilogues, where the backend does the split norm in its kernels (a
-     * composing backend, the CPU, would only add passes): the prologue fusions lose there
-     * (the float GEMV is at ~96% of copy bandwidth alone and a prologue delays every CTA's stream), the
-     * epilogues remove 4 of the 9 kernels per layer (H100, 2026-12-07, batch 1: 183.3-183.4 tok/s
-     * against 173.0-173.3 unfused; the H200 lost with it, 228.6-229.0 against 236.0, before the
-     * epilogue's loads moved ahead of the dot loop, and has not run since: docs/gpu.md). Quantized weights keep norm + swiglu + add (q4_0 on the H200:
-     * 499-503 tok/s against 481-484 with norm + add; the split norm measured slower there, 397 against
-     * 437.6 on the H100: the dp4a GEMV's quantized input is rounded per block before the scale).
-     * Above the GEMV sizes every prologue fusion saves bytes: the GEMM's prologue writes its 16-bit
-     * input in place of an f32 copy + rounding, and the residual add is the GEMM's beta = 1. */
+    /* AUTO (docs/gpu.md): in decode steps of GEMV size where the backend does the split norm in its
+     * kernels (a composing backend, the CPU, would only add passes), the split norm: it removes the add +
+     * norm kernels between the products, and the prologue fusions lose there for float weights (the
+     * float GEMV is at ~96% of copy bandwidth alone and a prologue delays every CTA's stream). Float
+     * weights add the SwiGLU and rope epilogues at one token (H100, 2026-12-07: 183.3-184.7 tok/s against
+     * 173.0-173.3 unfused; the H200 lost with it, 228.6-229.0 against 236.0, before the epilogue's loads
+     * moved ahead of the dot loop and the sums spread over lanes, and has not run since). Quantized
+     * weights add the split SwiGLU prologue (a quantize kernel, then the dp4a down product copies int8 x):
+     * with the sums over BACKEND_SS_LANES, q4_0 on the H100 441.5 tok/s at batch 1 and 1,251.6 at batch 4
+     * against 432.6 and 1,142.4 with norm + swiglu + add (before the lanes the split norm lost there,
+     * 403 against 432: 4096 warps' atomics on one address). Steps that mix prefill chunks keep norm +
+     * swiglu + add (the split norm needs one row per sequence), and above the GEMV sizes every prologue
+     * fusion saves bytes: the GEMM's prologue writes its 16-bit input in place of an f32 copy + rounding,
+     * and the residual add is the GEMM's beta = 1. */
     const dtype wt = m ? m->layers[0].wq.type : rnd->type;
     if (d.fuse & RUNNER_FUSE_EXACT) {
         r->fuse = r->fuse_one = r->fuse_big = d.fuse & ~RUNNER_FUSE_EXACT;
@@ -265,12 +268,13 @@ ai_status runner_init(runner **out, backend *be, const model_config *cfg, const 
         const bool quant = dtype_get(wt) && dtype_get(wt)->quantized;
         const bool split = be->ops->matmul_fuses_defer && be->ops->matmul_fuses_defer(be->ctx, wt, 1);
         r->fuse = quant ? RUNNER_FUSE_NORM | RUNNER_FUSE_SWIGLU | RUNNER_FUSE_ADD : 0;
-        r->fuse_one = !quant && split ? RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE : r->fuse;
+        r->fuse_one = !split ? r->fuse
+                      : quant ? RUNNER_FUSE_DEFER | RUNNER_FUSE_SWIGLU
+                              : RUNNER_FUSE_DEFER | RUNNER_FUSE_GLU | RUNNER_FUSE_ROPE;
         /* decode steps of 2+ tokens where the backend fuses the split norm: the same set (bf16 runs them on
-         * the skinny GEMM, which keeps the split norm only). With the sums pre-reduced per warp: H200
-         * 2-8 tokens even to 1.011x the default, H100 1.02-1.03x (perf.md, 2026-12-07). Steps that mix
-         * prefill chunks keep fuse / fuse_big (the split norm needs one row per sequence). */
-        r->fuse_dec = !quant && split ? r->fuse_one : 0;
+         * the skinny GEMM, which keeps the split norm only). H200 2-8 tokens even to 1.011x the previous
+         * default, H100 1.02-1.03x (bf16), 1.096x (q4_0, 4 tokens) (perf.md, 2026-12-07). */
+        r->fuse_dec = split ? r->fuse_one : 0;
         while (r->fuse_dec && r->defer_tok < RUNNER_FUSE_GEMV_TOK &&
                be->ops->matmul_fuses_defer(be->ctx, wt, r->defer_tok + 1))
             r->defer_tok++;
