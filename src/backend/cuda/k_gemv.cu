@@ -315,6 +315,38 @@ __device__ __forceinline__ void stage_x(const float *__restrict__ x, int n_tok, 
     __syncthreads();
 }
 
+/* The weight row that row slot r (0..R) of a CTA starting at row0 reads (see gemv_rows); past the end:
+ * the last row again (recomputed, not written). */
+template <int R, int M>
+__device__ __forceinline__ int weight_row(int r, int row0, int n_out, const cuk_fuse &fz)
+{
+    constexpr bool paired = M == FUSE_GLU || M == FUSE_ROPE;
+    constexpr int H = paired ? R / 2 : R; /* rows per half */
+    const int n_rows = paired ? n_out / 2 : n_out;
+    const int i = min(row0 + r % H, n_rows - 1);
+    if constexpr (M == FUSE_ROPE) {
+        int rot;
+        const int2 rr = rope_pair(fz.rk, i, &rot);
+        return r < H ? rr.x : rr.y;
+    }
+    return (r < H ? 0 : n_rows) + i;
+}
+
+/* L2 prefetch of the first pf bytes of each of the CTA's R weight rows (k_gemv: before the PDL wait). */
+template <int K, int R, int M>
+__device__ __forceinline__ void prefetch_rows(const unsigned char *w, int n_out, int n_in, int row0, int pf,
+                                              const cuk_fuse &fz)
+{
+    const size_t row_bytes = (size_t)(n_in / Traits<K>::E) * 16;
+    const unsigned pre = (unsigned)min((size_t)pf, row_bytes);
+#pragma unroll 1
+    for (int r = 0; r < R; r++) {
+        const unsigned char *p = w + (size_t)weight_row<R, M>(r, row0, n_out, fz) * row_bytes;
+        for (unsigned off = threadIdx.x * 128u; off < pre; off += kThreads * 128u)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    }
+}
+
 /* Rows [row0, row0 + R) of y for all T tokens: the dot loop over x rows xt (source S, mode MD for
  * the loads) and the block reduction; M for the store. sq_staged: the staged rows' sum(x^2).
  * ss_run: the split norm's sum of squares of the stored values (ss_warp_add; thread t < T, token t).
@@ -338,15 +370,8 @@ __device__ __forceinline__ void gemv_rows(const unsigned char *__restrict__ w, c
     const uint4 *wr[R];
     int srow[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) { /* past the end: recompute the last row, no write */
-        const int i = min(row0 + r % H, n_rows - 1);
-        if constexpr (rope) {
-            int rot;
-            const int2 rr = rope_pair(fz.rk, i, &rot);
-            srow[r] = r < H ? rr.x : rr.y;
-        } else {
-            srow[r] = (r < H ? 0 : n_rows) + i;
-        }
+    for (int r = 0; r < R; r++) {
+        srow[r] = weight_row<R, M>(r, row0, n_out, fz);
         wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
     }
     /* the epilogue's other inputs, loaded now (fuse_pre_load): thread i < R T stores (row i / T, token
@@ -465,9 +490,8 @@ template <int K, int T, int R, int U, int L, int M, int S = XS_GLOBAL>
 __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__restrict__ w,
                                                    const unsigned char *__restrict__ scales,
                                                    const float *__restrict__ x, float *__restrict__ y, int n_out,
-                                                   int n_in, int n_tok, cuk_fuse fz)
+                                                   int n_in, int n_tok, int pf, cuk_fuse fz)
 {
-    cuk_pdl_wait();
     constexpr bool staged = S != XS_GLOBAL;
     static_assert(!staged || (K <= W_BF16 && M != FUSE_NONE), "staging is for the fused float kernels");
     const float *xt[T];
@@ -483,6 +507,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
          * this is what HBM streams meanwhile. */
         const size_t gbytes = (size_t)R * row_bytes;
         const int npre = (int)min((size_t)4, max((size_t)1, kPrefetchTotal / gridDim.x / gbytes));
+        if (!pf) cuk_pdl_wait();
         for (int k = 0; k < npre; k++) {
             const int g = (int)blockIdx.x + k * (int)gridDim.x;
             if (g >= ngroups) break;
@@ -491,6 +516,7 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
             for (size_t off = (size_t)threadIdx.x * 128; off < pre; off += (size_t)kThreads * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(first + off));
         }
+        if (pf) cuk_pdl_wait(); /* pf: the prefetch (it reads no data) went before the wait */
         stage_x<M, T, S>(x, n_tok, n_in, fz.nw, xs, ssum);
 #pragma unroll
         for (int t = 0; t < T; t++) xt[t] = xs + (size_t)t * n_in;
@@ -504,6 +530,8 @@ __global__ void __launch_bounds__(kThreads, 4) k_gemv(const unsigned char *__res
         constexpr bool paired = M == FUSE_GLU || M == FUSE_ROPE;
         constexpr int MD = paired ? FUSE_NONE : M; /* epilogue-only modes: plain loads */
         const int row0 = (int)blockIdx.x * (paired ? R / 2 : R);
+        if (pf) prefetch_rows<K, R, M>(w, n_out, n_in, row0, pf, fz); /* reads no data: before the wait */
+        cuk_pdl_wait();
         gemv_rows<K, T, R, U, L, M, S, MD>(w, scales, xt, y, n_out, n_in, n_tok, fz, row0, nullptr, ss_run);
     }
     ss_warp_flush<T>(fz, ss_run, threadIdx.x, n_tok); /* one atomic per CTA and token */
@@ -576,6 +604,19 @@ template <int K, int T> struct PairShape {
 template <int K, int T> struct Shape<K, T, FUSE_GLU> : PairShape<K, T> {};
 template <int K, int T> struct Shape<K, T, FUSE_ROPE> : PairShape<K, T> {};
 
+/* Bytes of each weight row an unstaged k_gemv CTA prefetches into L2 before its PDL wait
+ * (AIINFRA_GEMV_PF: 0 none, 1 the first round of loads (round_bytes), 2 the whole row; default
+ * CUK_GEMV_PF_DEFAULT). Weights are never written during a step, and a prefetch returns no data, so
+ * it cannot observe a value the previous kernel is still writing (the register loads of commit
+ * 4ca146d could not be shown safe: docs/gpu.md, "Early weight loads under PDL"). The staged kernels
+ * take any nonzero value as "their L2 prefetch before the wait". */
+static int gemv_pf_bytes(int round_bytes)
+{
+    const char *e = getenv("AIINFRA_GEMV_PF");
+    const int mode = e && *e ? atoi(e) : CUK_GEMV_PF_DEFAULT;
+    return mode <= 0 ? 0 : mode == 1 ? round_bytes : 1 << 30; /* the kernel clamps to its row bytes */
+}
+
 template <int K, int T, int R, int U, int L, int M = FUSE_NONE>
 void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f = cuk_fuse{})
 {
@@ -586,7 +627,7 @@ void launch_v(cuk_stream s, const cuk_weight *w, const float *x, int n_tok, floa
     const int64_t n = paired ? w->n_out / 2 : w->n_out;
     const unsigned blocks = (unsigned)((n + rows - 1) / rows);
     cuk_launch(k_gemv<K, T, R, U, L, M>, dim3(blocks), dim3(kThreads), 0, (cudaStream_t)s, base, sc, x, y,
-               (int)w->n_out, (int)w->n_in, n_tok, f);
+               (int)w->n_out, (int)w->n_in, n_tok, gemv_pf_bytes(kThreads * U * 16), f);
 }
 
 template <int K, int T, int M>
@@ -615,8 +656,8 @@ template <int K, int T, int R, int U, int M>
 cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, cuk_fuse f)
 {
     constexpr int S = K == W_F32 ? XS_SMEM : XS_SMEM8;
-    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, cuk_fuse) =
-        k_gemv<K, T, R, U, 0, M, S>;
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int,
+                 cuk_fuse) = k_gemv<K, T, R, U, 0, M, S>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = (size_t)T * (size_t)n_in * sizeof(float);
     cudaError_t e;
@@ -632,7 +673,8 @@ cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x,
     const long long per_cta = (groups + cap - 1) / cap;
     const unsigned grid = (unsigned)((groups + per_cta - 1) / per_cta);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
-    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, base, x, y, n_out, n_in, n_tok, f);
+    return cuk_launch(kern, dim3(grid), dim3(kThreads), smem, s, base, base, x, y, n_out, n_in, n_tok,
+                      gemv_pf_bytes(1) ? 1 : 0, f);
 }
 
 /* The staged kernels run the unfused kernel's shape (Shape<K, T>: R1U4 for bf16 at n_tok 1, the

@@ -9,6 +9,11 @@ extern "C" {
 #endif
 
 #define CUK_GEMV_VARIANTS 8
+
+/* The unstaged float/quantized-decoding GEMVs (k_gemv.cu) can prefetch the first bytes of their rows
+ * into L2 before the PDL wait, so HBM streams while the previous kernel drains (gemv_pf_bytes;
+ * AIINFRA_GEMV_PF = 0 off, 1 the first round of loads, 2 whole rows). */
+#define CUK_GEMV_PF_DEFAULT 0
 /* Tuning variant v (0 = what cuk_gemv runs) of the n_tok = 1 kernel for bf16 or q4_0 weights
  * (n_in % 32 == 0); *name gets a short label (rows per block R, unroll U, load flavour). */
 ai_status cuk_gemv_variant(cuk_stream s, const cuk_weight *w, const float *x, float *y, int v, const char **name,
