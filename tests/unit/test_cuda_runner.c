@@ -274,6 +274,9 @@ static void test_cuda_matmul_defer(void **state)
             /* n_in 14336 (the down product): the dp4a GEMV takes 4 tokens per pass, so 5-16 tokens run
              * 2-4 passes, each on its own rows of in_ss / out_xn / out_ss */
             if (dtype_get(types[i])->quantized) matmul_defer_check(&be, types[i], 48, 14336, toks[k], tol);
+            /* 4096 rows (the dp4a GEMV's 2-row groups) x 4096: at 8 tokens exactly 48 KB of rounded x in
+             * shared memory beside the kernel's static tables (cuk_smem_optin) */
+            if (dtype_get(types[i])->quantized) matmul_defer_check(&be, types[i], 2048, 4096, toks[k], tol);
         }
     backend_free(&be);
 }

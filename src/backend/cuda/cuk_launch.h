@@ -36,6 +36,20 @@ static inline bool cuk_pdl_enabled()
     return !(e && *e && *e != '0');
 }
 
+/* Lets kernel launch with smem bytes of dynamic shared memory. Without the opt-in a CTA gets at most
+ * 48 KB of static and dynamic shared memory together, so the limit to compare with is the kernel's
+ * maxDynamicSharedSizeBytes (48 KB minus its static shared memory until raised), not 48 KB: a dp4a GEMV
+ * at 8 tokens x n_in 4096 asks for exactly 48 KB beside ~1 KB of static tables. The limit is only ever
+ * raised (a captured graph may hold a launch that needed the higher one). */
+template <typename... KArgs>
+static inline cudaError_t cuk_smem_optin(void (*kernel)(KArgs...), size_t smem)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
+    if (e != cudaSuccess || smem <= (size_t)fa.maxDynamicSharedSizeBytes) return e;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+
 /* cuk_launch_cluster(kernel, grid, block, shared_bytes, stream, cluster_x, args...): as
  * kernel<<<...>>>(args...) with the PDL attribute set and, for cluster_x > 1, thread-block clusters of
  * cluster_x consecutive CTAs along x (grid.x a multiple of cluster_x). Returns the launch's cudaError_t. */

@@ -661,9 +661,7 @@ cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x,
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = (size_t)T * (size_t)n_in * sizeof(float);
     cudaError_t e;
-    if (smem > ((size_t)48 << 10) &&
-        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-        return e;
+    if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
     int dev = 0, nsm = 0, per_sm = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
     if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;

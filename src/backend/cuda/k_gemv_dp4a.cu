@@ -463,9 +463,7 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_to
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
     cudaError_t e;
-    if (smem > ((size_t)48 << 10) &&
-        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-        return e;
+    if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
     int dev = 0, nsm = 0, per_sm = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
     if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
@@ -542,8 +540,12 @@ ai_status run_passes(cuk_stream s, const cuk_weight *w, const float *x, size_t x
         if (w->type == DTYPE_Q8_0) e = launch_k<Q8_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
         else if (w->type == DTYPE_Q4_0) e = launch_k<Q4_0>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
         else e = launch_k<Q4_1>(cs, w, xp, cnt, yp, rows, unroll, early != 0, m, fp);
-        CUK_TRY(err, e, "cuk_gemv_dp4a");
-        CUK_LAUNCHED(err, "cuk_gemv_dp4a");
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemv_dp4a (%s %lld x %lld, %d tokens, mode %d, %zu B shared): %s (%s)",
+                              dtype_name(w->type), (long long)w->n_out, (long long)w->n_in, cnt, m,
+                              smem_bytes(cnt <= 1 ? 1 : cnt <= 2 ? 2 : cnt <= 4 ? 4 : cnt <= 8 ? 8 : 16, (int)w->n_in),
+                              cudaGetErrorString(e), cudaGetErrorName(e));
     }
     return AI_OK;
 }
