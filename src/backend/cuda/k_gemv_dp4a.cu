@@ -127,6 +127,8 @@ template <int T> struct Warps { static constexpr int W = T >= 4 ? 16 : 8; };
  * float4 {d, s, sum x, sum x^2}, then the n_in int8 values (header: layout). A multiple of 16. */
 __host__ __device__ constexpr size_t tok_bytes(int n_in) { return (size_t)(n_in / 32) * 16 + (size_t)n_in; }
 __host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return (size_t)T * tok_bytes(n_in); }
+/* The token tile T a call with n tokens runs (launch_k). */
+constexpr int tile_of(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16; }
 
 __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
 {
@@ -544,8 +546,7 @@ ai_status run_passes(cuk_stream s, const cuk_weight *w, const float *x, size_t x
         if (e != cudaSuccess)
             return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemv_dp4a (%s %lld x %lld, %d tokens, mode %d, %zu B shared): %s (%s)",
                               dtype_name(w->type), (long long)w->n_out, (long long)w->n_in, cnt, m,
-                              smem_bytes(cnt <= 1 ? 1 : cnt <= 2 ? 2 : cnt <= 4 ? 4 : cnt <= 8 ? 8 : 16, (int)w->n_in),
-                              cudaGetErrorString(e), cudaGetErrorName(e));
+                              smem_bytes(tile_of(cnt), (int)w->n_in), cudaGetErrorString(e), cudaGetErrorName(e));
     }
     return AI_OK;
 }
