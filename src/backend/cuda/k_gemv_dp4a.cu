@@ -328,17 +328,12 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
     }
 }
 
-/* L2 prefetch of rows rows[0, n) (one instruction per lane per 128-byte line): a warp's first group, so
+/* L2 prefetch of one weight row (one instruction per lane per 128-byte line): a warp's first group, so
  * that the weight stream starts while the CTA rounds x. */
-template <int R>
-__device__ __forceinline__ void prefetch_rows(const unsigned char *w, size_t row_bytes, const int (&rows)[R], int n,
-                                              int lane)
+__device__ __forceinline__ void prefetch_row(const unsigned char *p, size_t row_bytes, int lane)
 {
-    for (int r = 0; r < n; r++) {
-        const unsigned char *p = w + (size_t)rows[r] * row_bytes;
-        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
-    }
+    for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 }
 
 /* Warp g of G (all CTAs) owns rows [n_out g / G, n_out (g + 1) / G): every SM gets the same number of
@@ -372,13 +367,15 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
         }
         return u0 + r;
     };
-    int prow[R], npre = 0; /* the first group's valid rows */
+    const int npre = min(H, r_end - r_begin); /* the first group's valid rows (pairs) */
+    auto prefetch_first = [&]() {
 #pragma unroll
-    for (int r = 0; r < R; r++)
-        if (r % H < r_end - r_begin) prow[npre++] = unit_row(r, r_begin);
-    if (early) prefetch_rows(w, row_bytes, prow, npre, lane);
+        for (int r = 0; r < R; r++)
+            if (r % H < npre) prefetch_row(w + (size_t)unit_row(r, r_begin) * row_bytes, row_bytes, lane);
+    };
+    if (early) prefetch_first();
     cuk_pdl_wait();
-    if (!early) prefetch_rows(w, row_bytes, prow, npre, lane);
+    if (!early) prefetch_first();
 
     extern __shared__ __align__(16) unsigned char smem[];
     if constexpr (M == FUSE_XQ || M == FUSE_XQ_NORM)
