@@ -829,20 +829,9 @@ extern "C" bool cuk_gemv_glu_fused(const cuk_weight *w, const float *x, int32_t 
     return o && o->swiglu_out && !o->rope_kv && paired_ok(w, x, n_tok, o);
 }
 
-static bool dq_pick(const cuk_weight *w, const float *x, int32_t n_tok);
-
-/* The dp4a GEMV's rope epilogue (k_gemv_dp4a.cu FUSE_ROPE): the quantized weights it takes, no prologue,
- * no other epilogue. */
-static bool rope_dq_ok(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
-{
-    return w && w->data && x && n_tok >= 1 && n_tok <= CUK_GEMV_MAX_TOK && w->n_out % 2 == 0 && !o->norm_w &&
-           !o->swiglu_in && !o->accumulate && !o->out_xn && dq_pick(w, x, n_tok);
-}
-
 extern "C" bool cuk_gemv_rope_fused(const cuk_weight *w, const float *x, int32_t n_tok, const cuk_mm_opts *o)
 {
-    if (!o || !o->rope_kv || o->swiglu_out || !(paired_ok(w, x, n_tok, o) || rope_dq_ok(w, x, n_tok, o)) ||
-        !backend_rope_kv_fits(o, w->n_out))
+    if (!o || !o->rope_kv || o->swiglu_out || !paired_ok(w, x, n_tok, o) || !backend_rope_kv_fits(o, w->n_out))
         return false;
     const cuk_rope_kv *rk = o->rope_kv;
     ai_err e;
@@ -925,15 +914,13 @@ extern "C" ai_status cuk_gemv_path_ex(cuk_stream s, const cuk_weight *w, const f
         return AI_OK;
     }
     if (o && o->rope_kv) {
-        if ((path == 0 || path == 4) && rope_dq_ok(w, x, n_tok, o) && cuk_gemv_rope_fused(w, x, n_tok, o))
-            return cuk_gemv_dp4a_ex(s, w, x, n_tok, y, 0, 0, 1, o, err);
         if ((path != 0 && path != 1) || !cuk_gemv_rope_fused(w, x, n_tok, o)) {
             ai_status st = cuk_rope_kv_check(o->rope_kv, n_tok, "cuk_gemv (rope epilogue)", err);
             return st != AI_OK ? st
                                : ai_err_set(err, AI_ERR_UNSUPPORTED,
-                                            "cuk_gemv: the rope epilogue needs float weights (bf16 below %d tokens) "
-                                            "or the dp4a GEMV's, q|k|v rows, even head dims, aligned rows, no "
-                                            "prologue and no other epilogue", CUK_GEMV_MMA_MIN_TOK);
+                                            "cuk_gemv: the rope epilogue needs float weights (bf16 below %d tokens), "
+                                            "q|k|v rows, even head dims, aligned rows, no prologue and no other "
+                                            "epilogue", CUK_GEMV_MMA_MIN_TOK);
         }
         launch_paired_any<FUSE_ROPE>(s, w, x, n_tok, y, cuk_fuse_of(o));
         CUK_LAUNCHED(err, "cuk_gemv (rope epilogue)");

@@ -328,12 +328,15 @@ __device__ __forceinline__ void dot_chunk(const uint4 (&q)[R], const uint32_t (&
     }
 }
 
-/* L2 prefetch of one weight row (one instruction per lane per 128-byte line): a warp's first group, so
- * that the weight stream starts while the CTA rounds x. */
-__device__ __forceinline__ void prefetch_row(const unsigned char *p, size_t row_bytes, int lane)
+/* L2 prefetch of a warp's first rows (one instruction per lane per 128-byte line): the weight stream
+ * starts while the CTA rounds x. */
+__device__ __forceinline__ void prefetch_rows(const unsigned char *w, size_t row_bytes, int row0, int nrows, int lane)
 {
-    for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    for (int r = 0; r < nrows; r++) {
+        const unsigned char *p = w + (size_t)(row0 + r) * row_bytes;
+        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    }
 }
 
 /* Warp g of G (all CTAs) owns rows [n_out g / G, n_out (g + 1) / G): every SM gets the same number of
@@ -351,36 +354,17 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     const int nc = K == Q8_0 ? n_in / 16 : nblk; /* 16-byte chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    /* FUSE_ROPE: warps own pairs of rows (rope_pair), a group is H pairs, rows [0, H) their first rows and
-     * rows [H, R) their second ones (as k_gemv.cu's weight_row); otherwise rows, H = R */
-    constexpr bool rope = M == FUSE_ROPE;
-    static_assert(!rope || R % 2 == 0, "FUSE_ROPE takes rows in pairs");
-    constexpr int H = rope ? R / 2 : R;
-    const int n_units = rope ? n_out / 2 : n_out;
     const long long gw = (long long)blockIdx.x * W + warp, nw = (long long)gridDim.x * W;
-    const int r_begin = (int)(n_units * gw / nw), r_end = (int)(n_units * (gw + 1) / nw);
-    auto unit_row = [&](int r, int u0) { /* weight row of slot r in the group starting at unit u0 */
-        if constexpr (rope) {
-            int rot;
-            const int2 rr = rope_pair(fz.rk, u0 + r % H, &rot);
-            return r < H ? rr.x : rr.y;
-        }
-        return u0 + r;
-    };
-    const int npre = min(H, r_end - r_begin); /* the first group's valid rows (pairs) */
-    auto prefetch_first = [&]() {
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            if (r % H < npre) prefetch_row(w + (size_t)unit_row(r, r_begin) * row_bytes, row_bytes, lane);
-    };
-    if (early) prefetch_first();
+    const int r_begin = (int)(n_out * gw / nw), r_end = (int)(n_out * (gw + 1) / nw);
+    const int npre = min(R, r_end - r_begin);
+    if (early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
     cuk_pdl_wait();
-    if (!early) prefetch_first();
+    if (!early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
 
     extern __shared__ __align__(16) unsigned char smem[];
     if constexpr (M == FUSE_XQ || M == FUSE_XQ_NORM)
         copy_xq<T, W>(reinterpret_cast<const unsigned char *>(x), n_tok, n_in, smem);
-    else quantize_x<K, T, W, rope ? FUSE_NONE : M>(x, n_tok, n_in, smem, fz.nw);
+    else quantize_x<K, T, W, M>(x, n_tok, n_in, smem, fz.nw);
     __shared__ float rs[T]; /* FUSE_NORM: sum(x^2) of each token row (warp t sums row t's blocks) */
     __syncthreads();
     constexpr int MS = M == FUSE_XQ_NORM ? FUSE_NORM : M == FUSE_XQ ? FUSE_NONE : M; /* the epilogue's mode */
@@ -404,8 +388,8 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     const int pr = lane / T, pt = lane % T; /* the (row, token) this lane stores in each group */
     const bool pown = lane < R * T && pt < n_tok;
     const float prs = pown && fz.in_ss ? fuse_in_scale(fz, pt, n_in) : 1.0f; /* once: one token per lane */
-    for (int row0 = r_begin; row0 < r_end; row0 += H) {
-        const int nv = min(H, r_end - row0); /* valid rows (pairs) of this group; the others load nothing */
+    for (int row0 = r_begin; row0 < r_end; row0 += R) {
+        const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
         fuse_pre pre = {0.0f, prs, 0.0f};
         if (pown && pr < nv) {
             if (fz.acc) pre.y = y[(size_t)pt * n_out + row0 + pr];
@@ -415,7 +399,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
         int srow[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            srow[r] = unit_row(min(r % H, nv - 1) + (r < H ? 0 : H), row0);
+            srow[r] = row0 + min(r, nv - 1);
             wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
         }
         float acc[R][T] = {};
@@ -427,7 +411,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 const int c = c0 + u * 32;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    if (c < nc && r % H < nv) {
+                    if (c < nc && r < nv) {
                         q[u][r] = __ldcs(wr[r] + c);
                         if constexpr (K == Q4_1)
                             sc[u][r] = __ldg(reinterpret_cast<const unsigned int *>(scales) + (size_t)srow[r] * nblk + c);
@@ -445,25 +429,6 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 const int c = c0 + u * 32;
                 if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], smem, c, nblk, n_in, acc);
             }
-        }
-        if constexpr (rope) { /* lane p T + t rotates and stores pair p of token t */
-            float sum[R][T];
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int t = 0; t < T; t++) {
-                    float v = acc[r][t];
-#pragma unroll
-                    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                    sum[r][t] = v;
-                }
-#pragma unroll
-            for (int p = 0; p < H; p++)
-#pragma unroll
-                for (int t = 0; t < T; t++)
-                    if (lane == p * T + t && p < nv && t < n_tok) /* the split norm's 1 / rms on both (prs) */
-                        rope_pair_store(fz, y, n_out, t, row0 + p, sum[p][t] * prs, sum[p + H][t] * prs);
-            continue;
         }
         double q = 0.0; /* squares of this lane's store, of token lane % T (T divides 32) */
 #pragma unroll
@@ -485,16 +450,18 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     ss_warp_flush<T>(fz, ss_run, lane, n_tok);
 }
 
-using dp4a_kern = void (*)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int,
-                          cuk_fuse);
-
-/* The persistent grid of kern (T tokens, R rows per warp group, W warps) and its launch. */
-template <int T, int R>
-cudaError_t launch_kern(dp4a_kern kern, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y,
-                        int early, cuk_fuse f)
+template <int K, int T, int R, int U>
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early, int m,
+                   cuk_fuse f)
 {
     constexpr int W = Warps<T>::W;
     static_assert(W >= T, "the FUSE_NORM row sums take one warp per token");
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int, cuk_fuse) =
+        m == FUSE_NORM     ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
+        : m == FUSE_SWIGLU ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
+        : m == FUSE_XQ     ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ>
+        : m == FUSE_XQ_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ_NORM>
+                           : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
     cudaError_t e;
@@ -512,34 +479,11 @@ cudaError_t launch_kern(dp4a_kern kern, cudaStream_t s, const cuk_weight *w, con
     return cuk_launch(kern, dim3(grid), dim3(W * 32), smem, s, base, sc, x, y, n_out, n_in, n_tok, early, f);
 }
 
-template <int K, int T, int R, int U>
-cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early, int m,
-                   cuk_fuse f)
-{
-    constexpr int W = Warps<T>::W;
-    const dp4a_kern kern = m == FUSE_NORM      ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
-                           : m == FUSE_SWIGLU  ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
-                           : m == FUSE_XQ      ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ>
-                           : m == FUSE_XQ_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ_NORM>
-                                               : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
-    return launch_kern<T, R>(kern, s, w, x, n_tok, y, early, f);
-}
-
-/* FUSE_ROPE: pairs of rows, R = 2 (one pair per warp group) with the loads in flight of the plain
- * kernel's shape at T = 1 (R1U4 -> R2U2) and the multi-token shapes' R = 2 otherwise. */
-template <int K, int T>
-cudaError_t launch_rope(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early, cuk_fuse f)
-{
-    constexpr int U = T == 1 || T >= 8 ? 2 : 4;
-    return launch_kern<T, 2>(k_gemv_dp4a<K, T, 2, U, Warps<T>::W, FUSE_ROPE>, s, w, x, n_tok, y, early, f);
-}
-
 /* (R, U) for T tokens: auto (R = 0) or one of the n_tok = 1 tuning pairs. */
 template <int K, int T>
 cudaError_t launch_t(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int R, int U, int early,
                      int m, cuk_fuse f)
 {
-    if (m == FUSE_ROPE) return launch_rope<K, T>(s, w, x, n_tok, y, early, f);
     if (R == 0) {
         if constexpr (T == 1) {
             /* best or within noise of the best variant on every Llama-3-8B shape in two H200 runs
@@ -588,12 +532,8 @@ ai_status run_passes(cuk_stream s, const cuk_weight *w, const float *x, size_t x
         const int cnt = n_tok - t0 < tmax ? n_tok - t0 : tmax;
         const float *xp = reinterpret_cast<const float *>(reinterpret_cast<const unsigned char *>(x) + (size_t)t0 * x_stride);
         float *yp = y + (size_t)t0 * (size_t)w->n_out;
-        cuk_fuse fp = f; /* the split norm's and the rope's per-token rows move with the pass */
+        cuk_fuse fp = f; /* the split norm's per-token rows move with the pass */
         if (fp.in_ss) fp.in_ss += (size_t)t0 * BACKEND_SS_LANES;
-        if (m == FUSE_ROPE) {
-            fp.rk.pos += t0;
-            fp.rk.slot += t0;
-        }
         if (fp.out_xn) {
             fp.out_xn += (size_t)t0 * (size_t)w->n_out;
             fp.out_ss += (size_t)t0 * BACKEND_SS_LANES;
@@ -632,10 +572,9 @@ extern "C" ai_status cuk_gemv_dp4a_ex(cuk_stream s, const cuk_weight *w, const f
 {
     if (!w || !w->data || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || w->n_out < 1 || w->n_out > (1 << 30) ||
         (w->type != DTYPE_Q8_0 && w->type != DTYPE_Q4_0 && w->type != DTYPE_Q4_1) || (uintptr_t)w->data % 16 ||
-        (uintptr_t)x % 16 || (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)) ||
-        (o && o->rope_kv && (o->norm_w || o->swiglu_in || o->swiglu_out || o->accumulate || o->out_xn || w->n_out % 2)))
+        (uintptr_t)x % 16 || (o && o->norm_w && (o->swiglu_in || (uintptr_t)o->norm_w % 16)))
         return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a: bad arguments");
-    const int m = o && o->rope_kv ? FUSE_ROPE : cuk_fuse_mode(o); /* the rope epilogue: cuk_gemv_rope_fused */
+    const int m = cuk_fuse_mode(o);
     const cuk_fuse f = cuk_fuse_of(o);
     const size_t xstride = m == FUSE_SWIGLU ? 2 * (size_t)w->n_in : (size_t)w->n_in;
     const int tmax = cuk_gemv_dp4a_max_tok(w->n_in);
