@@ -37,7 +37,8 @@
  *    (cuk_gemv_dp4a_quantize + cuk_gemv_dp4a_xq, directly and through cuk_gemv_ex_work with poisoned
  *    scratch) gets the same checks: its rounding kernel does the fused prologue's float ops. When
  *    accumulating, y is preset to random y0 and y - y0 is compared with the product, so a kernel that
- *    overwrites y (or adds twice) fails.
+ *    overwrites y (or adds twice) fails. The int8 tensor-core kernel (cuk_gemv_qmma_xq, cuk_gemv_ex_work's
+ *    pick at 2-16 tokens) gets the dp4a checks: its integer dot products and float scaling are the same.
  * Outputs are poisoned (NaN) before each call. Seeds are fresh per run (printed; set
  * AIINFRA_TEST_SEED to replay one).
  */
@@ -489,7 +490,7 @@ static void fused_input(const float *x, int64_t n_tok, int64_t n_in, int mode, c
  * (cuk_gemv_ex_work: a dp4a prologue split into its own kernel, as CUK_GEMV_SPLIT_DEFAULT or
  * AIINFRA_GEMV_SPLIT says), and the split's two kernels called directly (cuk_gemv_dp4a_quantize +
  * cuk_gemv_dp4a_xq; quantized weights, every prologue). */
-enum { P_WORK = 5, P_XQ = 6 };
+enum { P_WORK = 5, P_XQ = 6, P_QMMA = 7 }; /* P_QMMA: cuk_gemv_dp4a_quantize + cuk_gemv_qmma_xq */
 
 /* One fused call: path < 0 = cuk_matmul_ex (cuk_gemv's pick up to 16 tokens, cuBLASLt above), P_WORK /
  * P_XQ above, else cuk_gemv_path_ex(path). Fails the test past the tolerances of the header. */
@@ -522,16 +523,18 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
         st = cuk_matmul_ex(gemm, NULL, &tw->w, dx, n_tok, dy, &o, work, ws, &err);
         CUDA_OK(cudaDeviceSynchronize());
         cudaFree(work);
-    } else if (path == P_WORK || path == P_XQ) {
+    } else if (path == P_WORK || path == P_XQ || path == P_QMMA) {
         /* scratch poisoned (0xFF: NaN scales) and one token larger than needed */
-        const size_t ws = path == P_XQ ? cuk_gemv_dp4a_xq_bytes(n_in, (int32_t)n_tok + 1)
-                                       : cuk_gemv_work_size(&tw->w, (int32_t)n_tok + 1);
+        const size_t ws = path != P_WORK ? cuk_gemv_dp4a_xq_bytes(n_in, (int32_t)n_tok + 1)
+                                         : cuk_gemv_work_size(&tw->w, (int32_t)n_tok + 1);
         void *work = ws ? cuda_test_dup(NULL, ws) : NULL;
         if (path == P_WORK) {
             st = cuk_gemv_ex_work(NULL, &tw->w, dx, (int32_t)n_tok, dy, &o, work, ws, &err);
         } else {
             st = cuk_gemv_dp4a_quantize(NULL, t, dx, (int32_t)n_tok, n_in, &o, work, &err);
-            if (st == AI_OK) st = cuk_gemv_dp4a_xq(NULL, &tw->w, work, (int32_t)n_tok, dy, &o, &err);
+            if (st == AI_OK)
+                st = path == P_XQ ? cuk_gemv_dp4a_xq(NULL, &tw->w, work, (int32_t)n_tok, dy, &o, &err)
+                                  : cuk_gemv_qmma_xq(NULL, &tw->w, work, (int32_t)n_tok, dy, &o, &err);
         }
         CUDA_OK(cudaDeviceSynchronize());
         cudaFree(work);
@@ -545,7 +548,7 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
 
     const bool gemv = path >= 0 || cuk_matmul_runs_gemv(gemm, &tw->w, n_tok);
     const int dq = gemv && is_quant(t) &&
-                   (path == 4 || path == P_XQ ||
+                   (path == 4 || path == P_XQ || path == P_QMMA ||
                     ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
                                   (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
     /* dq with a swiglu prologue: silu(g) * u of inputs in [-3, 3] spreads a 32-block's magnitudes
@@ -635,6 +638,42 @@ static void test_matmul_fused(void **state)
     assert_int_equal(cuk_matmul_ex(g, NULL, &wb, buf, 64, buf + 512, &glu, NULL, 0, &err), AI_ERR_UNSUPPORTED);
     cudaFree(buf);
     cuk_gemm_free(g);
+}
+
+/* The int8 tensor-core kernel (k_gemv_qmma.cu) called directly on the split prologue's rounded x, against
+ * both references of check_fused: shapes with 16-row tiles cut short (1000, 40 rows), many tiles per CTA
+ * (24000 rows), 16 warps of 4, 8 and 28 blocks (n_in 2048, 4096, 14336) and 8 warps of 14 (3584);
+ * 9 and 16 tokens run as passes of 8. Shapes it has no kernel for are refused. */
+static void test_gemv_qmma(void **state)
+{
+    (void)state;
+    CUDA_TEST_REQUIRE();
+    uint64_t rng = test_seed() ^ 0x9191;
+    static const int64_t shapes[][2] = {{1000, 4096}, {24000, 512}, {40, 14336}, {96, 3584}, {4099, 2048}};
+    static const int64_t toks[] = {2, 3, 8, 9, 16};
+    static const int modes[] = {F_ACC, F_NORM, F_SWIGLU, F_NORM | F_ACC};
+    static const dtype qt[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0};
+    for (size_t d = 0; d < sizeof qt / sizeof *qt; d++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            test_weight tw;
+            weight_make(&tw, qt[d], shapes[si][0], shapes[si][1], &rng);
+            assert_true(cuk_gemv_qmma_ok(&tw.w));
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+                check_fused(&tw, toks[k], modes[(k + si) % (sizeof modes / sizeof *modes)], P_QMMA, NULL, &rng);
+            weight_free(&tw);
+        }
+    float *buf = cuda_test_dup(NULL, 4096);
+    ai_err err;
+    cuk_weight w = {.type = DTYPE_Q4_0, .n_out = 4, .n_in = 96, .data = buf}; /* 3 blocks: no kernel */
+    assert_false(cuk_gemv_qmma_ok(&w));
+    assert_int_equal(cuk_gemv_qmma_xq(NULL, &w, buf, 2, buf, NULL, &err), AI_ERR_UNSUPPORTED);
+    w.n_in = 512;
+    assert_true(cuk_gemv_qmma_ok(&w));
+    w.type = DTYPE_BF16;
+    assert_false(cuk_gemv_qmma_ok(&w));
+    w.type = DTYPE_Q4_0;
+    assert_int_equal(cuk_gemv_qmma_xq(NULL, &w, buf, 17, buf, NULL, &err), AI_ERR_INVALID);
+    cudaFree(buf);
 }
 
 // --- random fill ----------------------------------------------------------------------------
@@ -892,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_gemv_dp4a_fallback),
         cmocka_unit_test(test_matmul_gemm),
         cmocka_unit_test(test_matmul_fused),
+        cmocka_unit_test(test_gemv_qmma),
         cmocka_unit_test(test_matmul_tuned),
         cmocka_unit_test(test_gemv_mma_splits),
         cmocka_unit_test(test_skinny),

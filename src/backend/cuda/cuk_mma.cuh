@@ -48,6 +48,27 @@ static __device__ __forceinline__ void cuk_mma_bf16(float c[4], const uint32_t a
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* d (16x8 s32) = a (16x32 8-bit, row) . b (32x8 s8, col) + c, for a of unsigned (AU: u8, e.g. 4-bit
+ * quants 0..15) or signed bytes (s8). Fragments (PTX, m16n8k32 with 8-bit inputs): a0 / a1 rows lane / 4
+ * and lane / 4 + 8 at k 4 (lane % 4) .. + 3, a2 / a3 the same rows at k + 16; b0 k 4 (lane % 4) .. + 3
+ * and b1 k + 16 of column lane / 4; c / d as the f16 form's. */
+template <bool AU>
+static __device__ __forceinline__ void cuk_mma_i8(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1, const int c[4])
+{
+    if constexpr (AU)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%11,%12,%13};\n"
+                     : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]),
+                       "r"(c[2]), "r"(c[3]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%11,%12,%13};\n"
+                     : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]),
+                       "r"(c[2]), "r"(c[3]));
+}
+
 /* Two floats rounded to one 32-bit register of f16 / bf16 (lo in the low half): an A fragment word. */
 static __device__ __forceinline__ uint32_t cuk_pack_f16(float lo, float hi)
 {

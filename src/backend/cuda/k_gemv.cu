@@ -16,7 +16,8 @@
  *    quantized kernels here. So quantized weights normally go to k_gemv_dp4a.cu (int8 x in shared
  *    memory, dp4a: q4_0/q4_1 at every n_tok, q8_0 from CUK_GEMV_Q8_DP4A_MIN_TOK); this file keeps
  *    q8_0 at n_tok 1-2 (ahead there) and every quantized call whose x does not fit in shared memory
- *    (q4 at n_tok >= 2 then runs one n_tok = 1 pass per token: CUK_GEMV_Q4_LOOP_MIN_TOK).
+ *    (q4 at n_tok >= 2 then runs one n_tok = 1 pass per token: CUK_GEMV_Q4_LOOP_MIN_TOK). The backend's
+ *    decode call (cuk_gemv_ex_work) sends quantized 2-16 tokens to the int8 tensor cores (k_gemv_qmma.cu).
  *  - Quantized values are decoded in registers with byte permutes into the mantissa of 2^23 and one
  *    float subtract (exact), accumulated in fp32 per chunk and scaled once per chunk:
  *    q8_0: d * sum(q x); q4_0/q4_1: d * sum(nib x) + m * sum(x), with m = -8 d for q4_0.
@@ -865,6 +866,14 @@ extern "C" ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const f
     /* a fused prologue makes each of the dp4a kernel's ~264-396 CTAs read and round all of x (the
      * down product: two rows of 14336 floats and 14336 expf); split, one small kernel does it once
      * and the CTAs copy the int8 result (header of k_gemv_dp4a.cu) */
+    const int qmin = cuk_gemv_qmma_min_tok();
+    if (qmin > 0 && n_tok >= qmin && (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK) && (!o || (!o->swiglu_out && !o->rope_kv && !(o->swiglu_in && o->norm_w))) && x &&
+        (uintptr_t)x % 16 == 0 && cuk_gemv_qmma_ok(w) && work && (uintptr_t)work % 16 == 0 && n_tok <= CUK_GEMV_MAX_TOK &&
+        work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) { /* the int8 tensor cores (k_gemv_qmma.cu) */
+        ai_status st = cuk_gemv_dp4a_quantize(s, w->type, x, n_tok, w->n_in, o, work, err);
+        if (st != AI_OK) return st;
+        return cuk_gemv_qmma_xq(s, w, work, n_tok, y, o, err);
+    }
     const int want = !o || o->swiglu_out ? 0 : o->swiglu_in ? CUK_GEMV_SPLIT_SWIGLU : o->norm_w ? CUK_GEMV_SPLIT_NORM : 0;
     if (want && (split_mask() & want) && !(o->swiglu_in && o->norm_w) && w && w->data && x && n_tok >= 1 &&
         n_tok <= CUK_GEMV_MAX_TOK && dq_pick(w, x, n_tok) && work && (uintptr_t)work % 16 == 0 &&

@@ -105,6 +105,18 @@ ai_status cuk_gemv_dp4a_xq(cuk_stream s, const cuk_weight *w, const void *xq, in
 size_t cuk_gemv_work_size(const cuk_weight *w, int32_t max_tok);
 ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                            const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
+/* Quantized weights at 2-16 tokens on the int8 tensor cores (k_gemv_qmma.cu): on x rounded by
+ * cuk_gemv_dp4a_quantize (xq), the dp4a kernel's per-block integer dot products and float scaling,
+ * by mma.sync m16n8k32 (passes of 8 tokens). o: accumulate, norm_w (1 / rms from xq's sums, as
+ * cuk_gemv_dp4a_xq), the split norm; no swiglu_out or rope_kv. cuk_gemv_qmma_ok: whether a kernel
+ * exists for w (n_in / 32 a multiple of 16, at most 256 blocks per warp slice; 16-byte aligned data).
+ * cuk_gemv_ex_work sends quantized calls of cuk_gemv_qmma_min_tok() tokens or more here:
+ * CUK_GEMV_QMMA_MIN_TOK, or AIINFRA_GEMV_QMMA_MIN (A/B runs; 0 or more than 16 = never). */
+#define CUK_GEMV_QMMA_MIN_TOK 2
+bool cuk_gemv_qmma_ok(const cuk_weight *w);
+int cuk_gemv_qmma_min_tok(void);
+ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
+                           const cuk_mm_opts *o, ai_err *err);
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);
