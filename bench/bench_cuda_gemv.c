@@ -13,6 +13,8 @@
  * (N x bytes >= 512 MB, so L2 (50 MB) never serves weights), replayed `reps` times after a warm-up;
  * the per-launch time is the median replay time / N. Back-to-back launches in a graph are what a
  * decode step looks like. Weights are random (cuk_weight_fill_random), never zeros.
+ * The "q" table also times the int8 tensor-core GEMV (k_gemv_qmma.cu) at 2-16 tokens, alone and with its
+ * rounding kernel, against the dp4a kernel on the same shapes.
  * Then: bf16 CUDA cores vs tensor cores by n_tok; quantized n_tok > 1, the dp4a kernel (cuk_gemv's
  * pick) vs the float-decoding kernels it replaced; the n_tok = 1 tuning variants.
  * Then the fusions (cuk_gemv_ex, cuda_kernels.h) against their unfused pairs on the shapes the model
@@ -41,11 +43,22 @@ static ai_err err;
  * -p: cuk_gemv_path p (1 CUDA cores, 2 tensor cores, 3 one n_tok = 1 pass per token, 4 dp4a),
  * MODE_SKINNY: cuk_skinny_bf16 (its default ring and flags, split picked) at any n_tok <= 16. */
 #define MODE_SKINNY 1000
+/* MODE_QMMA: cuk_gemv_dp4a_quantize + cuk_gemv_qmma_xq (what cuk_gemv_ex_work runs at 2-16 tokens);
+ * MODE_QMMA_XQ: cuk_gemv_qmma_xq alone, on x rounded into work once before timing. */
+#define MODE_QMMA 1001
+#define MODE_QMMA_XQ 1002
 static const char *variant_name;
 static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok,
                           float *y, void *work, size_t ws)
 {
     if (mode == MODE_SKINNY) return cuk_skinny_bf16(s, w, x, n_tok, y, 0, 0, &err);
+    if (mode == MODE_QMMA || mode == MODE_QMMA_XQ) {
+        if (mode == MODE_QMMA) {
+            ai_status st = cuk_gemv_dp4a_quantize(s, w->type, x, n_tok, w->n_in, NULL, work, &err);
+            if (st != AI_OK) return st;
+        }
+        return cuk_gemv_qmma_xq(s, w, work, n_tok, y, NULL, &err);
+    }
     if (mode == 1) return cuk_matmul_lt(gemm, s, w, x, n_tok, y, work, ws, &err);
     if (mode >= 2) return cuk_gemv_variant(s, w, x, y, mode - 2, &variant_name, &err);
     if (mode < 0) return cuk_gemv_path(s, w, x, n_tok, y, -mode, &err);
@@ -87,9 +100,11 @@ static double time_config(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, 
     CK(cudaMalloc((void **)&y, (size_t)n_tok * n_out * sizeof(float)));
     cuk_weight xw = {.type = DTYPE_F32, .n_out = n_tok, .n_in = n_in, .data = x};
     AI(cuk_weight_fill_random(s, &xw, 7, 1.0f, &err));
-    size_t ws = lt ? cuk_matmul_lt_work_size(&w[0], n_tok) : 0;
+    const int qm = mode == MODE_QMMA || mode == MODE_QMMA_XQ;
+    size_t ws = lt ? cuk_matmul_lt_work_size(&w[0], n_tok) : qm ? cuk_gemv_dp4a_xq_bytes(n_in, n_tok) : 0;
     void *work = NULL;
     if (ws) CK(cudaMalloc(&work, ws));
+    if (mode == MODE_QMMA_XQ) AI(cuk_gemv_dp4a_quantize(s, t, x, n_tok, n_in, NULL, work, &err));
     /* one untimed call outside capture: creates the cuBLASLt plan (host allocation on first use) */
     AI(run_mode(mode, gemm, s, &w[0], x, n_tok, y, work, ws));
     CK(cudaStreamSynchronize(s));
@@ -164,6 +179,27 @@ static void bench_quant(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
     enum { NS = sizeof sh / sizeof *sh };
     static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0, DTYPE_BF16};
     static const int toks[] = {1, 2, 4, 8};
+    /* quantized 2-16 tokens: the int8 tensor cores (k_gemv_qmma.cu) alone and with their rounding kernel,
+     * against the dp4a kernel (cuk_gemv's pick) on the same shapes */
+    static const int qtoks[] = {2, 4, 8, 16};
+    static const char *qname[] = {"qmma", "+round", "dp4a"};
+    printf("quantized n_tok 2-16, us per call (%% of copy): qmma = k_gemv_qmma.cu on rounded x, +round = with "
+           "cuk_gemv_dp4a_quantize (the model's pair), dp4a = cuk_gemv\n");
+    for (int di = 0; di < 3; di++)
+        for (int ti = 0; ti < 4; ti++)
+            for (int k = 0; k < 3; k++) {
+                printf("%-5s %-3d %-6s", dtype_name(types[di]), qtoks[ti], qname[k]);
+                for (int si = 0; si < NS; si++) {
+                    const int mode = k == 0 ? MODE_QMMA_XQ : k == 1 ? MODE_QMMA : 0;
+                    const double ms = time_config(s, types[di], sh[si].n_out, sh[si].n_in, qtoks[ti], mode, gemm, reps);
+                    const double bytes = (double)cuk_weight_bytes(types[di], sh[si].n_out, sh[si].n_in) +
+                                         4.0 * qtoks[ti] * (double)(sh[si].n_in + sh[si].n_out);
+                    printf("   %8.2f (%5.1f%%)   ", ms * 1e3, 100.0 * bytes / (ms * 1e-3) / copy);
+                }
+                printf("\n");
+                fflush(stdout);
+            }
+    printf("\n");
     printf("quantized GEMVs: us per call (%% of copy), cuk_gemv's pick\n%-10s", "dtype n_tok");
     for (int si = 0; si < NS; si++) printf(" %11s %5lldx%-6lld", sh[si].name, (long long)sh[si].n_out, (long long)sh[si].n_in);
     printf("\n");
