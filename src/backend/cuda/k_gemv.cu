@@ -863,17 +863,20 @@ static int split_mask(void)
 extern "C" ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
                                       const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err)
 {
-    /* a fused prologue makes each of the dp4a kernel's ~264-396 CTAs read and round all of x (the
-     * down product: two rows of 14336 floats and 14336 expf); split, one small kernel does it once
-     * and the CTAs copy the int8 result (header of k_gemv_dp4a.cu) */
+    /* quantized 2-16 tokens: x rounded once, then the int8 tensor cores (k_gemv_qmma.cu); q8_0 keeps its
+     * exact-x float kernel below CUK_GEMV_Q8_DP4A_MIN_TOK */
     const int qmin = cuk_gemv_qmma_min_tok();
-    if (qmin > 0 && n_tok >= qmin && (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK) && (!o || (!o->swiglu_out && !o->rope_kv && !(o->swiglu_in && o->norm_w))) && x &&
-        (uintptr_t)x % 16 == 0 && cuk_gemv_qmma_ok(w) && work && (uintptr_t)work % 16 == 0 && n_tok <= CUK_GEMV_MAX_TOK &&
-        work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) { /* the int8 tensor cores (k_gemv_qmma.cu) */
+    const bool qmma_opts = !o || (!o->swiglu_out && !o->rope_kv && !(o->swiglu_in && o->norm_w));
+    if (qmin > 0 && n_tok >= qmin && n_tok <= CUK_GEMV_MAX_TOK && qmma_opts && cuk_gemv_qmma_ok(w) &&
+        (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK) && x && (uintptr_t)x % 16 == 0 && work &&
+        (uintptr_t)work % 16 == 0 && work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) {
         ai_status st = cuk_gemv_dp4a_quantize(s, w->type, x, n_tok, w->n_in, o, work, err);
         if (st != AI_OK) return st;
         return cuk_gemv_qmma_xq(s, w, work, n_tok, y, o, err);
     }
+    /* a fused prologue makes each of the dp4a kernel's ~264-396 CTAs read and round all of x (the
+     * down product: two rows of 14336 floats and 14336 expf); split, one small kernel does it once
+     * and the CTAs copy the int8 result (header of k_gemv_dp4a.cu) */
     const int want = !o || o->swiglu_out ? 0 : o->swiglu_in ? CUK_GEMV_SPLIT_SWIGLU : o->norm_w ? CUK_GEMV_SPLIT_NORM : 0;
     if (want && (split_mask() & want) && !(o->swiglu_in && o->norm_w) && w && w->data && x && n_tok >= 1 &&
         n_tok <= CUK_GEMV_MAX_TOK && dq_pick(w, x, n_tok) && work && (uintptr_t)work % 16 == 0 &&

@@ -107,9 +107,10 @@ ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const float *x, in
                            const cuk_mm_opts *o, void *work, size_t work_size, ai_err *err);
 /* Quantized weights at 2-16 tokens on the int8 tensor cores (k_gemv_qmma.cu): on x rounded by
  * cuk_gemv_dp4a_quantize (xq), the dp4a kernel's per-block integer dot products and float scaling,
- * by mma.sync m16n8k32 (passes of 8 tokens). o: accumulate, norm_w (1 / rms from xq's sums, as
- * cuk_gemv_dp4a_xq), the split norm; no swiglu_out or rope_kv. cuk_gemv_qmma_ok: whether a kernel
- * exists for w (n_in / 32 a multiple of 16, at most 256 blocks per warp slice; 16-byte aligned data).
+ * by mma.sync m16n8k32 (16 tokens in one pass up to n_in 8192, else passes of 8). o: accumulate,
+ * norm_w (1 / rms from xq's sums, as cuk_gemv_dp4a_xq), the split norm; no swiglu_out or rope_kv.
+ * cuk_gemv_qmma_ok: whether a kernel exists for w (its n_in / 32 blocks split evenly into an even
+ * number per warp over 16 or 8 warps, at most 32 per warp; 16-byte aligned data).
  * cuk_gemv_ex_work sends quantized calls of cuk_gemv_qmma_min_tok() tokens or more here:
  * CUK_GEMV_QMMA_MIN_TOK, or AIINFRA_GEMV_QMMA_MIN (A/B runs; 0 or more than 16 = never). */
 #define CUK_GEMV_QMMA_MIN_TOK 2

@@ -73,13 +73,13 @@
  *    6.0-6.2 vs 5.4; output 98-157 vs 76; D16 spilled (35%). Fewer, larger bursts per warp (R1U4: a
  *    whole 2 KB row, then nothing) beat a steady trickle of 512-byte loads here.
  *  - 16 warps per CTA at n_tok 2 (instead of 8): gate|up 39.6 vs 31.5 us, output 164 vs 117.
- * n_tok 2-8 stay far below copy (gate|up n_tok 4: 38.7 us, 41%; n_tok 8: 64 us, 25%); the backend's decode
- * path (cuk_gemv_ex_work) has since sent 2-16 tokens to the int8 tensor cores (k_gemv_qmma.cu) where that
- * kernel exists. By count (not
+ * n_tok 2-8 stay far below copy (gate|up n_tok 4: 38.7 us, 41%; n_tok 8: 64 us, 25%). By count (not
  * measured in isolation) the shared-memory reads bound them: per 16-byte chunk and token a lane
  * reads 48 bytes (int8 x halves + the float4 {d, s, sum x, sum x^2}), i.e. 12 of the SM's ~32 cycles
- * per 512-byte warp load at T = 1, 48 at T = 4, 96 at T = 8. Next: R rows per lane sharing each x
- * read at T >= 2, and {d, s} as a float2.
+ * per 512-byte warp load at T = 1, 48 at T = 4, 96 at T = 8. Tried 2026-12-07 (H100): 4 rows per warp
+ * at T = 8 sharing each x read (R4U1), 0.89x in the model step; {d, s} read as a float2 for q4_0, no
+ * change. The backend's decode call (cuk_gemv_ex_work) now sends 2-16 tokens to the int8 tensor cores
+ * (k_gemv_qmma.cu: 1.43x at 8 tokens) wherever that kernel exists.
  *
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
