@@ -2,7 +2,8 @@
 # GPU check, run ON the GPU machine from the repository root, over binaries built here:
 #   here:   make -j2 gpu && scripts/gpu-bundle.sh          (fills build/gpu)
 #   there:  scripts/gpu-check.sh [tests|parity|bench|all] [extra aiinfra-bench configs...]
-#           scripts/gpu-check.sh profile [fusion sets...]  (ncu, one decode step per set: ncu_step.py)
+#           scripts/gpu-check.sh profile [fusion sets...]  (ncu, one decode step per set: ncu_step.py;
+#           PROFILE_ARGS="--dtype q4_0 --batch 8" for another configuration)
 #           (device tool: carry build/gpu.tar.xz, unpacked here when build/gpu is absent or older);
 #           SANITIZE=0 skips compute-sanitizer, BENCH_KERNELS=0 the kernel benches
 # Writes to $OUT (or build/gpu-out): tests.log (every GPU test), sanitizer.log (compute-sanitizer
@@ -96,15 +97,19 @@ PY
 fi
 
 # profile: one decode step kernel by kernel (Nsight Compute, each kernel alone; scripts/ncu_step.py),
-# bf16 Llama-3-8B shape at batch 1 with the default fusions and with --fuse none (or the sets given)
+# bf16 Llama-3-8B shape at batch 1 with the default fusions and with --fuse none (or the sets given);
+# PROFILE_ARGS replaces "--dtype bf16 --batch 1" (e.g. "--dtype q4_0 --batch 8"). The launch count covers
+# the two prefill passes and three decode steps of 8 sequences of 64 tokens (with 1400, a q4_0 batch-8 run
+# stopped inside the decode steps and the table showed the prefill's kernels)
 if [ "$what" = profile ]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   sets=("$@"); [ ${#sets[@]} -eq 0 ] && sets=(default none)
+  read -r -a pa <<<"${PROFILE_ARGS:---dtype bf16 --batch 1}"
   for f in "${sets[@]}"; do
     fa=(); [ "$f" != default ] && fa=(--fuse "$f")
-    timeout 200 "$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
-      --print-units base --launch-count 1400 $G/bin/aiinfra bench --arch llama3-8b --random-weights \
-      --dtype bf16 --batch 1 --prompt 64 --gen 2 "${fa[@]}" >"$OUT/ncu_$f.csv" 2>>"$OUT/ncu.err" ||
+    timeout 300 "$NCU" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
+      --print-units base --launch-count 2400 $G/bin/aiinfra bench --arch llama3-8b --random-weights \
+      "${pa[@]}" --prompt 64 --gen 3 "${fa[@]}" >"$OUT/ncu_$f.csv" 2>>"$OUT/ncu.err" ||
       echo "ncu failed: $f" | tee -a "$summary"
     python3 scripts/ncu_step.py "$OUT/ncu_$f.csv" | tee -a "$summary"
   done
