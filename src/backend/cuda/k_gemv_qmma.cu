@@ -83,9 +83,6 @@ template <> struct QT<QM_Q8_0> { static constexpr int BB = 32, SB = 4, SC = 2; }
 /* Ring stages per warp for NT token tiles: 16 tokens need room for twice the partial tiles and scales. */
 __host__ __device__ constexpr int stages(int nt) { return nt == 2 ? 3 : kNS; }
 
-/* One token's bytes in the xq layout (k_gemv_dp4a.cu tok_bytes). */
-__host__ __device__ constexpr size_t xq_tok_bytes(int n_in) { return (size_t)(n_in / 32) * 16 + (size_t)n_in; }
-
 __device__ __forceinline__ void cp16(unsigned dst, const void *src)
 {
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -182,8 +179,8 @@ __device__ __forceinline__ void scale_block(float (&acc)[4], const int (&dd)[4],
 template <int K, int KBMAX, int NW, int MS, int NT>
 __global__ void __launch_bounds__(NW * 32, 1)
     k_gemv_qmma(const unsigned char *__restrict__ w, const unsigned char *__restrict__ sc,
-                const unsigned char *__restrict__ xq, float *__restrict__ y, int n_out, int n_in, int n_tok, int early,
-                cuk_fuse fz)
+                const unsigned char *__restrict__ xq, size_t tb, float *__restrict__ y, int n_out, int n_in, int n_tok,
+                int early, cuk_fuse fz)
 {
     constexpr bool Q4 = K != QM_Q8_0;
     constexpr int BB = QT<K>::BB, SB = QT<K>::SB, SPTMAX = (KBMAX + SB - 1) / SB, TT = kTok * NT, NS = stages(NT);
@@ -193,7 +190,7 @@ __global__ void __launch_bounds__(NW * 32, 1)
     const int nblk = n_in / 32, kb = nblk / NW, spt = (kb + SB - 1) / SB, ntiles = (n_out + 15) / 16;
     const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int n_stages = my_tiles * spt;
-    const size_t row_bytes = (size_t)nblk * BB, tb = xq_tok_bytes(n_in);
+    const size_t row_bytes = (size_t)nblk * BB;
     unsigned char *ring = smem + (size_t)warp * NS * kStage;
     float *red = reinterpret_cast<float *>(smem + (size_t)NW * NS * kStage); /* [2][NW][16 rows x TT tokens] */
     float2 *sx = reinterpret_cast<float2 *>(red + 2 * NW * 16 * TT);        /* [nblk][TT]: {d, s} */
@@ -372,18 +369,20 @@ static plan plan_of(dtype t, int64_t n_in, int n_tok)
     else return p;
     const int64_t kb = nblk / p.nw;
     p.kbmax = kb <= 8 ? 8 : kb <= 16 ? 16 : 32;
-    const char *e = getenv("AIINFRA_QMMA_NT2"); /* A/B runs: 0 = 9-16 tokens as two passes of 8 */
-    if (n_tok > kTok && p.nw == 16 && p.kbmax <= 16 && !(e && *e == '0') && smem_of(t, nblk, 16, 2) <= kSmemMax) p.nt = 2;
+    if (n_tok > kTok && p.nw == 16 && p.kbmax <= 16 && smem_of(t, nblk, 16, 2) <= kSmemMax) {
+        const char *e = getenv("AIINFRA_QMMA_NT2"); /* A/B runs: 0 = 9-16 tokens as two passes of 8 */
+        if (!(e && *e == '0')) p.nt = 2;
+    }
     p.smem = smem_of(t, nblk, p.nw, p.nt);
     if (p.smem > kSmemMax) p.nw = 0;
     return p;
 }
 
 template <int K, int KBMAX, int NW, int NT>
-cudaError_t launch(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, int n_tok, float *y, int ms, size_t smem,
-                   cuk_fuse f)
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, size_t tb, int n_tok, float *y, int ms,
+                   size_t smem, cuk_fuse f)
 {
-    void (*kern)(const unsigned char *, const unsigned char *, const unsigned char *, float *, int, int, int, int,
+    void (*kern)(const unsigned char *, const unsigned char *, const unsigned char *, size_t, float *, int, int, int, int,
                  cuk_fuse) =
         ms == FUSE_NORM ? k_gemv_qmma<K, KBMAX, NW, FUSE_NORM, NT> : k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, NT>;
     cudaError_t e;
@@ -399,23 +398,23 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const unsigned char *xq,
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
     const char *ev = getenv("AIINFRA_QMMA_EARLY"); /* A/B runs: 0 = weight copies after the PDL wait */
     const int early = ev && *ev ? *ev != '0' : 1;
-    return cuk_launch(kern, dim3(grid), dim3(NW * 32), smem, s, base, sc, xq, y, (int)w->n_out, (int)w->n_in, n_tok,
+    return cuk_launch(kern, dim3(grid), dim3(NW * 32), smem, s, base, sc, xq, tb, y, (int)w->n_out, (int)w->n_in, n_tok,
                       early, f);
 }
 
 template <int K>
-cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, int n_tok, float *y, int ms,
-                     const plan &p, cuk_fuse f)
+cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, size_t tb, int n_tok, float *y,
+                     int ms, const plan &p, cuk_fuse f)
 {
     if (p.nw == 16) {
-        if (p.nt == 2) return p.kbmax == 8 ? launch<K, 8, 16, 2>(s, w, xq, n_tok, y, ms, p.smem, f)
-                                           : launch<K, 16, 16, 2>(s, w, xq, n_tok, y, ms, p.smem, f);
-        if (p.kbmax == 8) return launch<K, 8, 16, 1>(s, w, xq, n_tok, y, ms, p.smem, f);
-        if (p.kbmax == 16) return launch<K, 16, 16, 1>(s, w, xq, n_tok, y, ms, p.smem, f);
-        return launch<K, 32, 16, 1>(s, w, xq, n_tok, y, ms, p.smem, f);
+        if (p.nt == 2) return p.kbmax == 8 ? launch<K, 8, 16, 2>(s, w, xq, tb, n_tok, y, ms, p.smem, f)
+                                           : launch<K, 16, 16, 2>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        if (p.kbmax == 8) return launch<K, 8, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        if (p.kbmax == 16) return launch<K, 16, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        return launch<K, 32, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
     }
-    if (p.kbmax <= 16) return launch<K, 16, 8, 1>(s, w, xq, n_tok, y, ms, p.smem, f);
-    return launch<K, 32, 8, 1>(s, w, xq, n_tok, y, ms, p.smem, f);
+    if (p.kbmax <= 16) return launch<K, 16, 8, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+    return launch<K, 32, 8, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
 }
 
 } // namespace
@@ -443,7 +442,7 @@ extern "C" ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const v
                           (long long)w->n_out, (long long)w->n_in);
     const plan p = plan_of(w->type, w->n_in, n_tok);
     const int ms = o && o->norm_w ? FUSE_NORM : FUSE_NONE, per = kTok * p.nt;
-    const size_t tb = xq_tok_bytes((int)w->n_in);
+    const size_t tb = cuk_gemv_dp4a_xq_bytes(w->n_in, 1); /* one token of the xq layout */
     cudaStream_t cs = (cudaStream_t)s;
     for (int32_t t0 = 0; t0 < n_tok; t0 += per) { /* passes of 8 or 16 tokens (as k_gemv_dp4a.cu run_passes) */
         const int cnt = n_tok - t0 < per ? n_tok - t0 : per;
@@ -455,9 +454,9 @@ extern "C" ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const v
             f.out_xn += (size_t)t0 * (size_t)w->n_out;
             f.out_ss += (size_t)t0 * BACKEND_SS_LANES;
         }
-        cudaError_t e = w->type == DTYPE_Q8_0   ? launch_k<QM_Q8_0>(cs, w, xp, cnt, yp, ms, p, f)
-                        : w->type == DTYPE_Q4_0 ? launch_k<QM_Q4_0>(cs, w, xp, cnt, yp, ms, p, f)
-                                                : launch_k<QM_Q4_1>(cs, w, xp, cnt, yp, ms, p, f);
+        cudaError_t e = w->type == DTYPE_Q8_0   ? launch_k<QM_Q8_0>(cs, w, xp, tb, cnt, yp, ms, p, f)
+                        : w->type == DTYPE_Q4_0 ? launch_k<QM_Q4_0>(cs, w, xp, tb, cnt, yp, ms, p, f)
+                                                : launch_k<QM_Q4_1>(cs, w, xp, tb, cnt, yp, ms, p, f);
         if (e == cudaSuccess) e = cudaGetLastError();
         if (e != cudaSuccess)
             return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemv_qmma (%s %lld x %lld, %d tokens, %d warps, %zu B shared): %s",
