@@ -179,14 +179,15 @@ static void bench_quant(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
     enum { NS = sizeof sh / sizeof *sh };
     static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0, DTYPE_BF16};
     static const int toks[] = {1, 2, 4, 8};
-    /* quantized 2-16 tokens: the int8 tensor cores (k_gemv_qmma.cu) alone and with their rounding kernel,
-     * against the dp4a kernel (cuk_gemv's pick) on the same shapes */
-    static const int qtoks[] = {2, 4, 8, 16};
+    /* quantized 1-16 tokens: the int8 tensor cores (k_gemv_qmma.cu) alone and with their rounding kernel,
+     * against the dp4a kernel (cuk_gemv's pick) on the same shapes; 1 token is not routed to the tensor
+     * cores (the dp4a kernel rounds x in its prologue, no kernel of its own): the row says what it would give */
+    static const int qtoks[] = {1, 2, 4, 8, 16};
     static const char *qname[] = {"qmma", "+round", "dp4a"};
-    printf("quantized n_tok 2-16, us per call (%% of copy): qmma = k_gemv_qmma.cu on rounded x, +round = with "
+    printf("quantized n_tok 1-16, us per call (%% of copy): qmma = k_gemv_qmma.cu on rounded x, +round = with "
            "cuk_gemv_dp4a_quantize (the model's pair), dp4a = cuk_gemv\n");
     for (int di = 0; di < 3; di++)
-        for (int ti = 0; ti < 4; ti++)
+        for (int ti = 0; ti < 5; ti++)
             for (int k = 0; k < 3; k++) {
                 printf("%-5s %-3d %-6s", dtype_name(types[di]), qtoks[ti], qname[k]);
                 for (int si = 0; si < NS; si++) {
