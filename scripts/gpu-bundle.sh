@@ -8,6 +8,9 @@
 # build/gpu-libs gets the same libraries, for running build/tests/* in place.
 # build/gpu.tar.xz: the same folder compressed (~42 MB against ~80 MB): what to carry to a machine
 # that takes at most 64 MiB of files (scripts/gpu-check.sh unpacks it when build/gpu is missing).
+# Arguments: the parts of build/gpu to put in the tarball (default: all of it), for a call that needs
+# less than everything, e.g. `scripts/gpu-bundle.sh bin lib bench/bench_cuda_gemv tests/test_cuda_gemv`
+# (the whole folder reached 60 MB in December 2026, and the working tree counts against the 64 MiB too).
 set -euo pipefail
 g=build/gpu
 rm -rf "$g"
@@ -34,5 +37,7 @@ tok=build/data/tokenizers/hf/llama3 # the real Llama-3 tokenizer (make data), fo
 if [ -f $tok/tokenizer.json ]; then
   mkdir -p "$g/fixture/llama3-tokenizer" && cp $tok/tokenizer.json $tok/tokenizer_config.json "$g/fixture/llama3-tokenizer/"
 fi
-tar -C build -cf - gpu | xz -6 -T0 >build/gpu.tar.xz
+parts=(gpu)
+[ $# -gt 0 ] && parts=("${@/#/gpu/}")
+tar -C build -cf - "${parts[@]}" | xz -6 -T0 >build/gpu.tar.xz
 du -sh "$g" build/gpu.tar.xz
