@@ -231,6 +231,56 @@ __device__ __forceinline__ void round_slice(const float *__restrict__ x, const f
     }
 }
 
+/* round_slice for one token: there lanes g = 1 .. 7 would idle and 4 lanes would load the whole slice in
+ * kb / kXB dependent rounds (7 at n_in 14336). Instead group g (lanes 4g .. 4g + 3) loads and rounds blocks
+ * g, g + 8, ... of the slice, all loads in one round, and shuffles hand each block's codes to lanes 0 .. 3,
+ * token 0's fragment owners. Token rows 1 .. 7 get zero codes, scales and sums. */
+template <int K, int KBMAX, int NW, int XM>
+__device__ __forceinline__ void round_slice_one(const float *__restrict__ x, const float *__restrict__ nw, int n_in,
+                                                int kb, uint32_t (&xf)[1][2 * KBMAX], float2 *sx, float *sm, float *x2w)
+{
+    constexpr int TT = kTok, PER = KBMAX / 8; /* blocks per lane group */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    float4 va[PER], vb[PER];
+    float x2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        va[i] = vb[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const int j = g + 8 * i, e = (warp * kb + j) * 32 + 4 * q;
+        if (j < kb) {
+            va[i] = xq_input4<XM>(x + e, XM == FUSE_NORM ? nw + e : nullptr, n_in, x2);
+            vb[i] = xq_input4<XM>(x + e + 16, XM == FUSE_NORM ? nw + e + 16 : nullptr, n_in, x2);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int j = g + 8 * i; /* this group's block in round i (kb past it: zeros, not stored) */
+        const xq_block r = xq_round8(va[i], vb[i]);
+        if (q == 0 && j < kb) {
+            const int b = warp * kb + j;
+            sx[b * TT] = make_float2(r.d, -8.0f * r.d * (float)r.sq);
+            if constexpr (K == QM_Q4_1) sm[b * TT] = r.sx;
+#pragma unroll
+            for (int t = 1; t < TT; t++) {
+                sx[b * TT + t] = make_float2(0.0f, 0.0f);
+                if constexpr (K == QM_Q4_1) sm[b * TT + t] = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int gs = 0; gs < 8; gs++) { /* block gs + 8 i, from group gs to lanes 0 .. 3 */
+            const int jj = gs + 8 * i;
+            const uint32_t lo = __shfl_sync(0xFFFFFFFFu, r.lo, gs * 4 + q), hi = __shfl_sync(0xFFFFFFFFu, r.hi, gs * 4 + q);
+            xf[0][2 * jj] = g == 0 && jj < kb ? lo : 0u;
+            xf[0][2 * jj + 1] = g == 0 && jj < kb ? hi : 0u;
+        }
+    }
+    if constexpr (XM == FUSE_NORM) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, o);
+        if (lane < TT) x2w[warp * TT + lane] = lane == 0 ? x2 : 0.0f;
+    }
+}
+
 /* y (n_tok <= 8 NT, n_out) = x . W^T with the epilogue of fz (MS: FUSE_NORM = 1 / rms from x's sums).
  * XM = XM_Q: x is xq, rounded by cuk_gemv_dp4a_quantize (token t at xq + t tb). XM = FUSE_NONE /
  * FUSE_NORM / FUSE_SWIGLU: x is xf, float rows of that mode's fused input (x, x * fz.nw, gate|up), and
@@ -318,7 +368,12 @@ __global__ void __launch_bounds__(NW * 32, 1)
         }
     } else {
         static_assert(MS == (XM == FUSE_NORM ? FUSE_NORM : FUSE_NONE), "the norm's epilogue comes with its prologue");
-        round_slice<K, KBMAX, NW, NT, XM>(xf_in, fz.nw, n_tok, n_in, kb, xf, sx, sm, x2w);
+        if constexpr (NT == 1) {
+            if (n_tok == 1) round_slice_one<K, KBMAX, NW, XM>(xf_in, fz.nw, n_in, kb, xf, sx, sm, x2w);
+            else round_slice<K, KBMAX, NW, NT, XM>(xf_in, fz.nw, n_tok, n_in, kb, xf, sx, sm, x2w);
+        } else {
+            round_slice<K, KBMAX, NW, NT, XM>(xf_in, fz.nw, n_tok, n_in, kb, xf, sx, sm, x2w);
+        }
         __syncthreads();
         if constexpr (XM == FUSE_NORM)
             if (threadIdx.x < TT) { /* the warps' sums in warp order */
