@@ -37,6 +37,10 @@
  *  - 9-16 tokens: one pass with two mmas per A fragment (NT = 2: 4 registers of x per block) where the
  *    x registers and shared memory allow it (16 warps of at most 16 blocks: n_in <= 8192), else passes
  *    of 8, each streaming W again.
+ *  - Float input (cuk_gemv_qmma_x, XM != XM_Q; off by default, AIINFRA_QMMA_X=N for A/B; not yet measured):
+ *    no rounding kernel; each warp rounds its own blocks of float x in the prologue (k_gemv_xq.cuh, the
+ *    same codes and scales), lane (g, q) loading exactly its fragment's 8 elements of token g; at one
+ *    token the 8 lane groups split the slice and shuffle the codes to lanes 0-3 (round_slice_one).
  *  - The first stages of weights are copied before cuk_pdl_wait (AIINFRA_QMMA_EARLY=0: after it): weights
  *    are not written during a step, and the copies land in shared memory that no thread reads before the
  *    wait; x and y are touched only after it.
