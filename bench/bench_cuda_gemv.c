@@ -44,17 +44,14 @@ static ai_err err;
  * MODE_SKINNY: cuk_skinny_bf16 (its default ring and flags, split picked) at any n_tok <= 16. */
 #define MODE_SKINNY 1000
 /* MODE_QMMA: cuk_gemv_dp4a_quantize + cuk_gemv_qmma_xq (what cuk_gemv_ex_work runs at 2-16 tokens);
- * MODE_QMMA_XQ: cuk_gemv_qmma_xq alone, on x rounded into work once before timing; MODE_QMMA_X:
- * cuk_gemv_qmma_x (the kernel's warps round float x). */
+ * MODE_QMMA_XQ: cuk_gemv_qmma_xq alone, on x rounded into work once before timing. */
 #define MODE_QMMA 1001
 #define MODE_QMMA_XQ 1002
-#define MODE_QMMA_X 1003
 static const char *variant_name;
 static ai_status run_mode(int mode, cuk_gemm *gemm, cudaStream_t s, const cuk_weight *w, const float *x, int n_tok,
                           float *y, void *work, size_t ws)
 {
     if (mode == MODE_SKINNY) return cuk_skinny_bf16(s, w, x, n_tok, y, 0, 0, &err);
-    if (mode == MODE_QMMA_X) return cuk_gemv_qmma_x(s, w, x, n_tok, y, NULL, &err);
     if (mode == MODE_QMMA || mode == MODE_QMMA_XQ) {
         if (mode == MODE_QMMA) {
             ai_status st = cuk_gemv_dp4a_quantize(s, w->type, x, n_tok, w->n_in, NULL, work, &err);
@@ -186,16 +183,15 @@ static void bench_quant(cudaStream_t s, cuk_gemm *gemm, int reps, double copy)
      * against the dp4a kernel (cuk_gemv's pick) on the same shapes; 1 token is not routed to the tensor
      * cores (the dp4a kernel rounds x in its prologue, no kernel of its own): the row says what it would give */
     static const int qtoks[] = {1, 2, 4, 8, 16};
-    static const char *qname[] = {"qmma", "+round", "qmma_x", "dp4a"};
+    static const char *qname[] = {"qmma", "+round", "dp4a"};
     printf("quantized n_tok 1-16, us per call (%% of copy): qmma = k_gemv_qmma.cu on rounded x, +round = with "
-           "cuk_gemv_dp4a_quantize (the model's pair), qmma_x = the same kernel rounding float x itself "
-           "(cuk_gemv_qmma_x), dp4a = cuk_gemv\n");
+           "cuk_gemv_dp4a_quantize (the model's pair), dp4a = cuk_gemv\n");
     for (int di = 0; di < 3; di++)
         for (int ti = 0; ti < 5; ti++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 3; k++) {
                 printf("%-5s %-3d %-6s", dtype_name(types[di]), qtoks[ti], qname[k]);
                 for (int si = 0; si < NS; si++) {
-                    const int mode = k == 0 ? MODE_QMMA_XQ : k == 1 ? MODE_QMMA : k == 2 ? MODE_QMMA_X : 0;
+                    const int mode = k == 0 ? MODE_QMMA_XQ : k == 1 ? MODE_QMMA : 0;
                     const double ms = time_config(s, types[di], sh[si].n_out, sh[si].n_in, qtoks[ti], mode, gemm, reps);
                     const double bytes = (double)cuk_weight_bytes(types[di], sh[si].n_out, sh[si].n_in) +
                                          4.0 * qtoks[ti] * (double)(sh[si].n_in + sh[si].n_out);

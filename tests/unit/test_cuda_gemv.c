@@ -490,8 +490,7 @@ static void fused_input(const float *x, int64_t n_tok, int64_t n_in, int mode, c
  * (cuk_gemv_ex_work: a dp4a prologue split into its own kernel, as CUK_GEMV_SPLIT_DEFAULT or
  * AIINFRA_GEMV_SPLIT says), and the split's two kernels called directly (cuk_gemv_dp4a_quantize +
  * cuk_gemv_dp4a_xq; quantized weights, every prologue). */
-enum { P_WORK = 5, P_XQ = 6, P_QMMA = 7, P_QMMA_X = 8 }; /* P_QMMA: cuk_gemv_dp4a_quantize + cuk_gemv_qmma_xq;
-                                                          * P_QMMA_X: cuk_gemv_qmma_x (the kernel rounds x) */
+enum { P_WORK = 5, P_XQ = 6, P_QMMA = 7 }; /* P_QMMA: cuk_gemv_dp4a_quantize + cuk_gemv_qmma_xq */
 
 /* One fused call: path < 0 = cuk_matmul_ex (cuk_gemv's pick up to 16 tokens, cuBLASLt above), P_WORK /
  * P_XQ above, else cuk_gemv_path_ex(path). Fails the test past the tolerances of the header. */
@@ -539,8 +538,6 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
         }
         CUDA_OK(cudaDeviceSynchronize());
         cudaFree(work);
-    } else if (path == P_QMMA_X) {
-        st = cuk_gemv_qmma_x(NULL, &tw->w, dx, (int32_t)n_tok, dy, &o, &err);
     } else {
         st = cuk_gemv_path_ex(NULL, &tw->w, dx, (int32_t)n_tok, dy, path, &o, &err);
     }
@@ -551,7 +548,7 @@ static void check_fused(const test_weight *tw, int64_t n_tok, int mode, int path
 
     const bool gemv = path >= 0 || cuk_matmul_runs_gemv(gemm, &tw->w, n_tok);
     const int dq = gemv && is_quant(t) &&
-                   (path == 4 || path == P_XQ || path == P_QMMA || path == P_QMMA_X ||
+                   (path == 4 || path == P_XQ || path == P_QMMA ||
                     ((path <= 0 || path == P_WORK) && cuk_gemv_dp4a_max_tok(n_in) > 0 &&
                                   (t != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK)));
     /* dq with a swiglu prologue: silu(g) * u of inputs in [-3, 3] spreads a 32-block's magnitudes
@@ -646,9 +643,8 @@ static void test_matmul_fused(void **state)
 /* The int8 tensor-core kernel (k_gemv_qmma.cu) called directly on the split prologue's rounded x, against
  * both references of check_fused: shapes with 16-row tiles cut short (1000, 40, 70 rows), many tiles per CTA
  * (24000 rows), 16 warps of 4, 8, 16 and 28 blocks (n_in 2048, 4096, 8192, 14336) and 8 warps of 14 (3584);
- * 9 and 16 tokens run in one pass of two token tiles up to 16 blocks per warp, else as passes of 8. Each case
- * runs again (with the next prologue) on float x that the kernel's warps round themselves (cuk_gemv_qmma_x:
- * passes of 8). Shapes it has no kernel for, and bad arguments, are refused. */
+ * 9 and 16 tokens run in one pass of two token tiles up to 16 blocks per warp, else as passes of 8. Shapes
+ * it has no kernel for are refused. */
 static void test_gemv_qmma(void **state)
 {
     (void)state;
@@ -656,7 +652,7 @@ static void test_gemv_qmma(void **state)
     uint64_t rng = test_seed() ^ 0x9191;
     static const int64_t shapes[][2] = {{1000, 4096}, {24000, 512}, {40, 14336}, {96, 3584}, {4099, 2048},
                                         {70, 8192}};
-    static const int64_t toks[] = {1, 2, 3, 8, 9, 16};
+    static const int64_t toks[] = {2, 3, 8, 9, 16};
     static const int modes[] = {F_ACC, F_NORM, F_SWIGLU, F_NORM | F_ACC};
     static const dtype qt[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0};
     for (size_t d = 0; d < sizeof qt / sizeof *qt; d++)
@@ -664,11 +660,8 @@ static void test_gemv_qmma(void **state)
             test_weight tw;
             weight_make(&tw, qt[d], shapes[si][0], shapes[si][1], &rng);
             assert_true(cuk_gemv_qmma_ok(&tw.w));
-            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++) {
-                const size_t nm = sizeof modes / sizeof *modes;
-                check_fused(&tw, toks[k], modes[(k + si) % nm], P_QMMA, NULL, &rng);
-                check_fused(&tw, toks[k], modes[(k + si + 1) % nm], P_QMMA_X, NULL, &rng);
-            }
+            for (size_t k = 0; k < sizeof toks / sizeof *toks; k++)
+                check_fused(&tw, toks[k], modes[(k + si) % (sizeof modes / sizeof *modes)], P_QMMA, NULL, &rng);
             weight_free(&tw);
         }
     float *buf = cuda_test_dup(NULL, 4096);
@@ -682,9 +675,6 @@ static void test_gemv_qmma(void **state)
     assert_false(cuk_gemv_qmma_ok(&w));
     w.type = DTYPE_Q4_0;
     assert_int_equal(cuk_gemv_qmma_xq(NULL, &w, buf, 17, buf, NULL, &err), AI_ERR_INVALID);
-    const cuk_mm_opts both = {.norm_w = buf, .eps = 1e-5f, .swiglu_in = true};
-    assert_int_equal(cuk_gemv_qmma_x(NULL, &w, buf, 2, buf, &both, &err), AI_ERR_INVALID);
-    assert_int_equal(cuk_gemv_qmma_x(NULL, &w, buf + 1, 2, buf, NULL, &err), AI_ERR_INVALID); /* unaligned x */
     cudaFree(buf);
 }
 

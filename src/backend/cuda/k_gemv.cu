@@ -867,11 +867,6 @@ extern "C" ai_status cuk_gemv_ex_work(cuk_stream s, const cuk_weight *w, const f
      * exact-x float kernel below CUK_GEMV_Q8_DP4A_MIN_TOK */
     const int qmin = cuk_gemv_qmma_min_tok();
     const bool qmma_opts = !o || (!o->swiglu_out && !o->rope_kv && !(o->swiglu_in && o->norm_w));
-    /* ... or rounded by the tensor-core kernel's own warps (cuk_gemv_qmma_x), up to AIINFRA_QMMA_X tokens */
-    if (n_tok <= cuk_gemv_qmma_x_max_tok() && n_tok <= CUK_GEMV_MAX_TOK && qmma_opts && cuk_gemv_qmma_ok(w) &&
-        (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK) && x && (uintptr_t)x % 16 == 0 &&
-        (!o || (uintptr_t)o->norm_w % 16 == 0))
-        return cuk_gemv_qmma_x(s, w, x, n_tok, y, o, err);
     if (qmin > 0 && n_tok >= qmin && n_tok <= CUK_GEMV_MAX_TOK && qmma_opts && cuk_gemv_qmma_ok(w) &&
         (w->type != DTYPE_Q8_0 || n_tok >= CUK_GEMV_Q8_DP4A_MIN_TOK) && x && (uintptr_t)x % 16 == 0 && work &&
         (uintptr_t)work % 16 == 0 && work_size >= cuk_gemv_dp4a_xq_bytes(w->n_in, n_tok)) {

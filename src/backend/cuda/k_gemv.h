@@ -118,16 +118,6 @@ bool cuk_gemv_qmma_ok(const cuk_weight *w);
 int cuk_gemv_qmma_min_tok(void);
 ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
                            const cuk_mm_opts *o, ai_err *err);
-/* The same kernel on float x: cuk_gemv_qmma_x takes x rows as cuk_gemv_dp4a_quantize does (o->norm_w: x *
- * norm_w and the 1 / rms; o->swiglu_in: gate|up rows 2 n_in wide) and each warp rounds its own blocks in
- * the prologue (the same codes and scales; no rounding kernel, but every CTA reads all of x: 4 bytes an
- * element where xq is ~1.1). Passes of 8 tokens; x, norm_w 16-byte aligned. cuk_gemv_ex_work sends
- * quantized calls of 1 .. cuk_gemv_qmma_x_max_tok() tokens here: CUK_GEMV_QMMA_X_MAX_TOK, or
- * AIINFRA_QMMA_X (A/B runs; 0 = never). */
-#define CUK_GEMV_QMMA_X_MAX_TOK 0
-int cuk_gemv_qmma_x_max_tok(void);
-ai_status cuk_gemv_qmma_x(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                          const cuk_mm_opts *o, ai_err *err);
 /* Tokens per pass over W of cuk_gemv_dp4a for this n_in (16, 8, 4, 2, 1: x must fit in shared
  * memory); 0 when even one token does not fit (cuk_gemv then decodes to float: k_gemv.cu). */
 int cuk_gemv_dp4a_max_tok(int64_t n_in);

@@ -113,7 +113,6 @@
 #include "backend/cuda/cuk_launch.h"
 #include "backend/cuda/k_gemv.h"
 #include "backend/cuda/k_gemv_fuse.h"
-#include "backend/cuda/k_gemv_xq.cuh"
 
 namespace {
 
@@ -133,6 +132,31 @@ __host__ __device__ constexpr size_t smem_bytes(int T, int n_in) { return (size_
 /* The token tile T a call with n tokens runs (launch_k). */
 constexpr int tile_of(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16; }
 
+__device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d)
+{
+    return (uint32_t)(a & 0xFF) | (uint32_t)(b & 0xFF) << 8 | (uint32_t)(c & 0xFF) << 16 | (uint32_t)d << 24;
+}
+
+/* The fused input (k_gemv_fuse.h) of 4 x values at src: x * norm_w (sq += x^2), or silu(g) * u with
+ * u n_in floats after g (expf, as cuk_swiglu_rows: the prologue runs once per CTA, not per row). */
+template <int M>
+__device__ __forceinline__ float4 fused4(const float *src, const float *nw, int n_in, float &sq)
+{
+    const float4 a = __ldg(reinterpret_cast<const float4 *>(src));
+    if constexpr (M == FUSE_NORM) {
+        const float4 w = __ldg(reinterpret_cast<const float4 *>(nw));
+        sq = fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, sq))));
+        return make_float4(a.x * w.x, a.y * w.y, a.z * w.z, a.w * w.w);
+    } else if constexpr (M == FUSE_SWIGLU) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(src + n_in));
+        return make_float4(fuse_silu_mul_acc(a.x, u.x), fuse_silu_mul_acc(a.y, u.y), fuse_silu_mul_acc(a.z, u.z),
+                           fuse_silu_mul_acc(a.w, u.w));
+    } else {
+        (void)nw; (void)n_in; (void)sq;
+        return a;
+    }
+}
+
 /* Rounds one item: elements e .. e + 7 (va, vb) of a token row whose rounded form starts at tok (layout:
  * header). The 4 consecutive lanes of a 32-block reduce its amax, sum(q), sum(x) and (NORM) sum(x^2)
  * with shuffles, so every lane of the warp calls this (valid = 0: a lane with no item, it stores
@@ -142,7 +166,20 @@ template <bool SPLIT, bool NORM>
 __device__ __forceinline__ void round_item(const float4 va, const float4 vb, float x2, bool valid, unsigned char *tok,
                                            int e, int n_in)
 {
-    const xq_block r = xq_round8(va, vb);
+    float amax = fmaxf(fmaxf(fmaxf(fabsf(va.x), fabsf(va.y)), fmaxf(fabsf(va.z), fabsf(va.w))),
+                       fmaxf(fmaxf(fabsf(vb.x), fabsf(vb.y)), fmaxf(fabsf(vb.z), fabsf(vb.w))));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q0 = __float2int_rn(va.x * id), q1 = __float2int_rn(va.y * id), q2 = __float2int_rn(va.z * id),
+              q3 = __float2int_rn(va.w * id), q4 = __float2int_rn(vb.x * id), q5 = __float2int_rn(vb.y * id),
+              q6 = __float2int_rn(vb.z * id), q7 = __float2int_rn(vb.w * id);
+    int sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7));
+    float sx = ((va.x + va.y) + (va.z + va.w)) + ((vb.x + vb.y) + (vb.z + vb.w));
+    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 1);
+    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, 2);
+    sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 1);
+    sx += __shfl_xor_sync(0xFFFFFFFFu, sx, 2);
     if constexpr (NORM) {
         x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 1);
         x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 2);
@@ -150,8 +187,9 @@ __device__ __forceinline__ void round_item(const float4 va, const float4 vb, flo
     if (valid) {
         const int nblk = n_in / 32, blk = e >> 5, off = e & 31;
         const size_t pos = SPLIT ? (size_t)(off >> 4) * (n_in / 2) + blk * 16 + (off & 15) : (size_t)e;
-        *reinterpret_cast<uint2 *>(tok + (size_t)nblk * 16 + pos) = make_uint2(r.lo, r.hi);
-        if (off == 0) reinterpret_cast<float4 *>(tok)[blk] = make_float4(r.d, -8.0f * r.d * (float)r.sq, r.sx, x2);
+        *reinterpret_cast<uint2 *>(tok + (size_t)nblk * 16 + pos) =
+            make_uint2(pack4(q0, q1, q2, q3), pack4(q4, q5, q6, q7));
+        if (off == 0) reinterpret_cast<float4 *>(tok)[blk] = make_float4(d, -8.0f * d * (float)sq, sx, x2);
     }
 }
 
@@ -180,8 +218,8 @@ __device__ __forceinline__ void quantize_x(const float *__restrict__ x, int n_to
                 tt[k] = i / per_tok;
                 ee[k] = (i - tt[k] * per_tok) * 8;
                 const float *src = x + (size_t)min(tt[k], n_tok - 1) * fuse_x_stride<M>(n_in) + ee[k];
-                a[k] = xq_input4<M>(src, nw + ee[k], n_in, x2[k]);
-                b[k] = xq_input4<M>(src + 4, nw + ee[k] + 4, n_in, x2[k]);
+                a[k] = fused4<M>(src, nw + ee[k], n_in, x2[k]);
+                b[k] = fused4<M>(src + 4, nw + ee[k] + 4, n_in, x2[k]);
             }
         }
 #pragma unroll
@@ -224,8 +262,8 @@ __global__ void __launch_bounds__(128) k_quantize_x(const float *__restrict__ x,
     float x2 = 0.0f;
     if (valid) {
         const float *src = x + (size_t)t * fuse_x_stride<M>(n_in) + e;
-        a = xq_input4<M>(src, nw + e, n_in, x2);
-        b = xq_input4<M>(src + 4, nw + e + 4, n_in, x2);
+        a = fused4<M>(src, nw + e, n_in, x2);
+        b = fused4<M>(src + 4, nw + e + 4, n_in, x2);
     }
     round_item<SPLIT, M == FUSE_NORM>(a, b, x2, valid, xq + (size_t)t * tok_bytes(n_in), e, n_in);
 }

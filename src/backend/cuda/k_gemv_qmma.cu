@@ -37,10 +37,6 @@
  *  - 9-16 tokens: one pass with two mmas per A fragment (NT = 2: 4 registers of x per block) where the
  *    x registers and shared memory allow it (16 warps of at most 16 blocks: n_in <= 8192), else passes
  *    of 8, each streaming W again.
- *  - Float input (cuk_gemv_qmma_x, XM != XM_Q; off by default, AIINFRA_QMMA_X=N for A/B; not yet measured):
- *    no rounding kernel; each warp rounds its own blocks of float x in the prologue (k_gemv_xq.cuh, the
- *    same codes and scales), lane (g, q) loading exactly its fragment's 8 elements of token g; at one
- *    token the 8 lane groups split the slice and shuffle the codes to lanes 0-3 (round_slice_one).
  *  - The first stages of weights are copied before cuk_pdl_wait (AIINFRA_QMMA_EARLY=0: after it): weights
  *    are not written during a step, and the copies land in shared memory that no thread reads before the
  *    wait; x and y are touched only after it.
@@ -65,12 +61,10 @@
 #include "backend/cuda/cuk_mma.cuh"
 #include "backend/cuda/k_gemv.h"
 #include "backend/cuda/k_gemv_fuse.h"
-#include "backend/cuda/k_gemv_xq.cuh"
 
 namespace {
 
 enum QKind { QM_Q8_0, QM_Q4_0, QM_Q4_1 };
-constexpr int XM_Q = -1; /* the kernel's x is xq (cuk_gemv_dp4a_quantize), not float rows */
 
 constexpr int kNS = 4;              /* ring stages per warp: three loading while one is used */
 constexpr int kStageQ = 2048;       /* quant bytes per stage: 16 rows x 128 bytes */
@@ -180,127 +174,18 @@ __device__ __forceinline__ void scale_block(float (&acc)[4], const int (&dd)[4],
     }
 }
 
-/* x of the float-input kernels (XM: the fused input's mode, k_gemv_xq.cuh xq_input4) -> this warp's B
- * fragments xf, its blocks' {d, s} (and q4_1's sum(x)) at sx / sm [block][TT], and (FUSE_NORM) its part of
- * each token's sum(x^2) at x2w[warp][token]. Lane (g, q) takes elements 4q .. 4q + 3 and 16 + 4q .. of token
- * g (+ 8 nt) of each block: exactly its fragment bytes, so the codes go straight into registers. kXB blocks'
- * loads are issued before any is rounded (the prologue is latency-bound). Tokens from n_tok on round zeros
- * (d = 0, as the xq path reads them). */
-constexpr int kXB = 4;
-template <int K, int KBMAX, int NW, int NT, int XM>
-__device__ __forceinline__ void round_slice(const float *__restrict__ x, const float *__restrict__ nw, int n_tok, int n_in,
-                                            int kb, uint32_t (&xf)[NT][2 * KBMAX], float2 *sx, float *sm, float *x2w)
-{
-    constexpr int TT = kTok * NT;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int tok = g + kTok * nt;
-        const bool valid = tok < n_tok;
-        const float *xr = x + (size_t)(valid ? tok : 0) * fuse_x_stride<XM>(n_in);
-        float x2 = 0.0f;
-#pragma unroll
-        for (int j0 = 0; j0 < KBMAX; j0 += kXB) {
-            float4 va[kXB], vb[kXB];
-#pragma unroll
-            for (int u = 0; u < kXB; u++) {
-                va[u] = vb[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                const int e = (warp * kb + j0 + u) * 32 + 4 * q;
-                if (j0 + u < kb && valid) {
-                    va[u] = xq_input4<XM>(xr + e, XM == FUSE_NORM ? nw + e : nullptr, n_in, x2);
-                    vb[u] = xq_input4<XM>(xr + e + 16, XM == FUSE_NORM ? nw + e + 16 : nullptr, n_in, x2);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < kXB; u++) {
-                const int j = j0 + u;
-                xf[nt][2 * j] = xf[nt][2 * j + 1] = 0u;
-                if (j < kb) { /* warp-uniform */
-                    const xq_block r = xq_round8(va[u], vb[u]);
-                    xf[nt][2 * j] = r.lo;
-                    xf[nt][2 * j + 1] = r.hi;
-                    if (q == 0) {
-                        const int b = warp * kb + j;
-                        sx[b * TT + tok] = make_float2(r.d, -8.0f * r.d * (float)r.sq);
-                        if constexpr (K == QM_Q4_1) sm[b * TT + tok] = r.sx;
-                    }
-                }
-            }
-        }
-        if constexpr (XM == FUSE_NORM) {
-            x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 1);
-            x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, 2);
-            if (q == 0) x2w[warp * TT + tok] = x2;
-        }
-    }
-}
-
-/* round_slice for one token: there lanes g = 1 .. 7 would idle and 4 lanes would load the whole slice in
- * kb / kXB dependent rounds (7 at n_in 14336). Instead group g (lanes 4g .. 4g + 3) loads and rounds blocks
- * g, g + 8, ... of the slice, all loads in one round, and shuffles hand each block's codes to lanes 0 .. 3,
- * token 0's fragment owners. Token rows 1 .. 7 get zero codes, scales and sums. */
-template <int K, int KBMAX, int NW, int XM>
-__device__ __forceinline__ void round_slice_one(const float *__restrict__ x, const float *__restrict__ nw, int n_in,
-                                                int kb, uint32_t (&xf)[1][2 * KBMAX], float2 *sx, float *sm, float *x2w)
-{
-    constexpr int TT = kTok, PER = KBMAX / 8; /* blocks per lane group */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    float4 va[PER], vb[PER];
-    float x2 = 0.0f;
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        va[i] = vb[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const int j = g + 8 * i, e = (warp * kb + j) * 32 + 4 * q;
-        if (j < kb) {
-            va[i] = xq_input4<XM>(x + e, XM == FUSE_NORM ? nw + e : nullptr, n_in, x2);
-            vb[i] = xq_input4<XM>(x + e + 16, XM == FUSE_NORM ? nw + e + 16 : nullptr, n_in, x2);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int j = g + 8 * i; /* this group's block in round i (kb past it: zeros, not stored) */
-        const xq_block r = xq_round8(va[i], vb[i]);
-        if (q == 0 && j < kb) {
-            const int b = warp * kb + j;
-            sx[b * TT] = make_float2(r.d, -8.0f * r.d * (float)r.sq);
-            if constexpr (K == QM_Q4_1) sm[b * TT] = r.sx;
-#pragma unroll
-            for (int t = 1; t < TT; t++) {
-                sx[b * TT + t] = make_float2(0.0f, 0.0f);
-                if constexpr (K == QM_Q4_1) sm[b * TT + t] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int gs = 0; gs < 8; gs++) { /* block gs + 8 i, from group gs to lanes 0 .. 3 */
-            const int jj = gs + 8 * i;
-            const uint32_t lo = __shfl_sync(0xFFFFFFFFu, r.lo, gs * 4 + q), hi = __shfl_sync(0xFFFFFFFFu, r.hi, gs * 4 + q);
-            xf[0][2 * jj] = g == 0 && jj < kb ? lo : 0u;
-            xf[0][2 * jj + 1] = g == 0 && jj < kb ? hi : 0u;
-        }
-    }
-    if constexpr (XM == FUSE_NORM) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) x2 += __shfl_xor_sync(0xFFFFFFFFu, x2, o);
-        if (lane < TT) x2w[warp * TT + lane] = lane == 0 ? x2 : 0.0f;
-    }
-}
-
-/* y (n_tok <= 8 NT, n_out) = x . W^T with the epilogue of fz (MS: FUSE_NORM = 1 / rms from x's sums).
- * XM = XM_Q: x is xq, rounded by cuk_gemv_dp4a_quantize (token t at xq + t tb). XM = FUSE_NONE /
- * FUSE_NORM / FUSE_SWIGLU: x is xf, float rows of that mode's fused input (x, x * fz.nw, gate|up), and
- * each warp rounds its own blocks in the prologue (xq_round8: the quantize kernel's codes and scales).
+/* y (n_tok <= 8 NT, n_out) = xq . W^T with the epilogue of fz (MS: FUSE_NORM = 1 / rms from xq's sums).
  * NT = 2: 16 tokens in one pass, two mmas per A fragment (x fragments: 4 registers per block). */
-template <int K, int KBMAX, int NW, int MS, int NT, int XM>
+template <int K, int KBMAX, int NW, int MS, int NT>
 __global__ void __launch_bounds__(NW * 32, 1)
     k_gemv_qmma(const unsigned char *__restrict__ w, const unsigned char *__restrict__ sc,
-                const unsigned char *__restrict__ xq, size_t tb, const float *__restrict__ xf_in,
-                float *__restrict__ y, int n_out, int n_in, int n_tok, int early, cuk_fuse fz)
+                const unsigned char *__restrict__ xq, size_t tb, float *__restrict__ y, int n_out, int n_in, int n_tok,
+                int early, cuk_fuse fz)
 {
     constexpr bool Q4 = K != QM_Q8_0;
     constexpr int BB = QT<K>::BB, SB = QT<K>::SB, SPTMAX = (KBMAX + SB - 1) / SB, TT = kTok * NT, NS = stages(NT);
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ float rs[TT];                                /* MS == FUSE_NORM: sum(x^2) of each token row */
-    __shared__ float x2w[XM == FUSE_NORM ? NW * TT : 1]; /* XM == FUSE_NORM: each warp's part of rs */
+    __shared__ float rs[TT]; /* MS == FUSE_NORM: sum(x^2) of each token row */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int nblk = n_in / 32, kb = nblk / NW, spt = (kb + SB - 1) / SB, ntiles = (n_out + 15) / 16;
     const int my_tiles = (int)blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
@@ -331,61 +216,43 @@ __global__ void __launch_bounds__(NW * 32, 1)
             issue(s);
             cp_commit();
         }
+    /* the (token, block) scales, block-major so that a lane reads its two tokens with one load */
+    for (int i = threadIdx.x; i < nblk * TT; i += NW * 32) {
+        const int t = i / nblk, b = i - t * nblk;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t < n_tok) v = *reinterpret_cast<const float4 *>(xq + (size_t)t * tb + (size_t)b * 16);
+        sx[b * TT + t] = make_float2(v.x, v.y);
+        if constexpr (K == QM_Q4_1) sm[b * TT + t] = v.z;
+    }
+    if constexpr (MS == FUSE_NORM) { /* the same sum, in the same order, as the dp4a kernel */
+        static_assert(NW >= TT, "one warp per token row");
+        if (warp < TT) {
+            float v = 0.0f;
+            if (warp < n_tok)
+                for (int b = lane; b < nblk; b += 32) v += reinterpret_cast<const float4 *>(xq + (size_t)warp * tb)[b].w;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+            if (lane == 0) rs[warp] = v;
+        }
+    }
     /* B fragments of this warp's blocks: token g (+ 8 nt), bytes 4q.. (b0) and 16 + 4q.. (b1) of each block */
     uint32_t xf[NT][2 * KBMAX];
-    if constexpr (XM == XM_Q) {
-        /* the (token, block) scales, block-major so that a lane reads its two tokens with one load */
-        for (int i = threadIdx.x; i < nblk * TT; i += NW * 32) {
-            const int t = i / nblk, b = i - t * nblk;
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (t < n_tok) v = *reinterpret_cast<const float4 *>(xq + (size_t)t * tb + (size_t)b * 16);
-            sx[b * TT + t] = make_float2(v.x, v.y);
-            if constexpr (K == QM_Q4_1) sm[b * TT + t] = v.z;
-        }
-        if constexpr (MS == FUSE_NORM) { /* the same sum, in the same order, as the dp4a kernel */
-            static_assert(NW >= TT, "one warp per token row");
-            if (warp < TT) {
-                float v = 0.0f;
-                if (warp < n_tok)
-                    for (int b = lane; b < nblk; b += 32) v += reinterpret_cast<const float4 *>(xq + (size_t)warp * tb)[b].w;
 #pragma unroll
-                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-                if (lane == 0) rs[warp] = v;
+    for (int nt = 0; nt < NT; nt++) {
+        const int tok = g + kTok * nt;
+        const unsigned char *xt = xq + (size_t)min(tok, n_tok - 1) * tb + (size_t)nblk * 16;
+#pragma unroll
+        for (int j = 0; j < KBMAX; j++) {
+            uint32_t b0 = 0, b1 = 0;
+            if (j < kb && tok < n_tok) {
+                const int b = warp * kb + j;
+                const unsigned char *lo = xt + (size_t)b * (Q4 ? 16 : 32) + 4 * q;
+                b0 = *reinterpret_cast<const uint32_t *>(lo);
+                b1 = *reinterpret_cast<const uint32_t *>(lo + (Q4 ? n_in / 2 : 16));
             }
+            xf[nt][2 * j] = b0;
+            xf[nt][2 * j + 1] = b1;
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int tok = g + kTok * nt;
-            const unsigned char *xt = xq + (size_t)min(tok, n_tok - 1) * tb + (size_t)nblk * 16;
-#pragma unroll
-            for (int j = 0; j < KBMAX; j++) {
-                uint32_t b0 = 0, b1 = 0;
-                if (j < kb && tok < n_tok) {
-                    const int b = warp * kb + j;
-                    const unsigned char *lo = xt + (size_t)b * (Q4 ? 16 : 32) + 4 * q;
-                    b0 = *reinterpret_cast<const uint32_t *>(lo);
-                    b1 = *reinterpret_cast<const uint32_t *>(lo + (Q4 ? n_in / 2 : 16));
-                }
-                xf[nt][2 * j] = b0;
-                xf[nt][2 * j + 1] = b1;
-            }
-        }
-    } else {
-        static_assert(MS == (XM == FUSE_NORM ? FUSE_NORM : FUSE_NONE), "the norm's epilogue comes with its prologue");
-        if constexpr (NT == 1) {
-            if (n_tok == 1) round_slice_one<K, KBMAX, NW, XM>(xf_in, fz.nw, n_in, kb, xf, sx, sm, x2w);
-            else round_slice<K, KBMAX, NW, NT, XM>(xf_in, fz.nw, n_tok, n_in, kb, xf, sx, sm, x2w);
-        } else {
-            round_slice<K, KBMAX, NW, NT, XM>(xf_in, fz.nw, n_tok, n_in, kb, xf, sx, sm, x2w);
-        }
-        __syncthreads();
-        if constexpr (XM == FUSE_NORM)
-            if (threadIdx.x < TT) { /* the warps' sums in warp order */
-                float v = 0.0f;
-#pragma unroll
-                for (int k = 0; k < NW; k++) v += x2w[k * TT + threadIdx.x];
-                rs[threadIdx.x] = v;
-            }
     }
     /* the epilogue's (row in tile, token) of threads 0 .. 16 TT - 1 (lane % TT = token: ss_warp_add's layout) */
     const int erl = (int)threadIdx.x / TT, et = (int)threadIdx.x % TT;
@@ -492,7 +359,7 @@ static size_t smem_of(dtype t, int64_t nblk, int nw, int nt)
     return (size_t)nw * stages(nt) * kStage + 2 * (size_t)nw * 16 * tt * sizeof(float) + (size_t)nblk * tt * sizeof(float2) +
            (t == DTYPE_Q4_1 ? (size_t)nblk * tt * sizeof(float) : 0);
 }
-static plan plan_of(dtype t, int64_t n_in, int n_tok, bool xf)
+static plan plan_of(dtype t, int64_t n_in, int n_tok)
 {
     plan p = {0, 0, 1, 0};
     if (n_in < 32 || n_in % 32 || n_in > (1 << 20)) return p;
@@ -502,7 +369,7 @@ static plan plan_of(dtype t, int64_t n_in, int n_tok, bool xf)
     else return p;
     const int64_t kb = nblk / p.nw;
     p.kbmax = kb <= 8 ? 8 : kb <= 16 ? 16 : 32;
-    if (!xf && n_tok > kTok && p.nw == 16 && p.kbmax <= 16 && smem_of(t, nblk, 16, 2) <= kSmemMax) {
+    if (n_tok > kTok && p.nw == 16 && p.kbmax <= 16 && smem_of(t, nblk, 16, 2) <= kSmemMax) {
         const char *e = getenv("AIINFRA_QMMA_NT2"); /* A/B runs: 0 = 9-16 tokens as two passes of 8 */
         if (!(e && *e == '0')) p.nt = 2;
     }
@@ -511,34 +378,13 @@ static plan plan_of(dtype t, int64_t n_in, int n_tok, bool xf)
     return p;
 }
 
-/* The kernel's x: xq (cuk_gemv_dp4a_quantize's layout, tb bytes a token) or float rows xf; pro: which
- * instance (the float input's fused mode, and the norm's epilogue). */
-enum { PRO_XQ, PRO_XQ_NORM, PRO_X, PRO_X_NORM, PRO_X_SWIGLU };
-struct xsrc {
-    const unsigned char *xq;
-    size_t tb;
-    const float *xf;
-    int pro;
-};
-typedef void (*qmma_fn)(const unsigned char *, const unsigned char *, const unsigned char *, size_t, const float *, float *,
-                        int, int, int, int, cuk_fuse);
-template <int K, int KBMAX, int NW, int NT> qmma_fn kernel_of(int pro)
-{
-    if (pro == PRO_XQ_NORM) return k_gemv_qmma<K, KBMAX, NW, FUSE_NORM, NT, XM_Q>;
-    if (pro == PRO_XQ) return k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, NT, XM_Q>;
-    if constexpr (NT == 1) { /* float x: passes of 8 tokens (plan_of) */
-        if (pro == PRO_X_NORM) return k_gemv_qmma<K, KBMAX, NW, FUSE_NORM, 1, FUSE_NORM>;
-        if (pro == PRO_X_SWIGLU) return k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, 1, FUSE_SWIGLU>;
-        return k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, 1, FUSE_NONE>;
-    }
-    return nullptr;
-}
-
 template <int K, int KBMAX, int NW, int NT>
-cudaError_t launch(cudaStream_t s, const cuk_weight *w, const xsrc &x, int n_tok, float *y, size_t smem, cuk_fuse f)
+cudaError_t launch(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, size_t tb, int n_tok, float *y, int ms,
+                   size_t smem, cuk_fuse f)
 {
-    const qmma_fn kern = kernel_of<K, KBMAX, NW, NT>(x.pro);
-    if (!kern) return cudaErrorInvalidConfiguration;
+    void (*kern)(const unsigned char *, const unsigned char *, const unsigned char *, size_t, float *, int, int, int, int,
+                 cuk_fuse) =
+        ms == FUSE_NORM ? k_gemv_qmma<K, KBMAX, NW, FUSE_NORM, NT> : k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, NT>;
     cudaError_t e;
     if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
     int dev = 0, nsm = 0, per_sm = 0;
@@ -552,53 +398,23 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const xsrc &x, int n_tok
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
     const char *ev = getenv("AIINFRA_QMMA_EARLY"); /* A/B runs: 0 = weight copies after the PDL wait */
     const int early = ev && *ev ? *ev != '0' : 1;
-    return cuk_launch(kern, dim3(grid), dim3(NW * 32), smem, s, base, sc, x.xq, x.tb, x.xf, y, (int)w->n_out,
-                      (int)w->n_in, n_tok, early, f);
+    return cuk_launch(kern, dim3(grid), dim3(NW * 32), smem, s, base, sc, xq, tb, y, (int)w->n_out, (int)w->n_in, n_tok,
+                      early, f);
 }
 
 template <int K>
-cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const xsrc &x, int n_tok, float *y, const plan &p, cuk_fuse f)
+cudaError_t launch_k(cudaStream_t s, const cuk_weight *w, const unsigned char *xq, size_t tb, int n_tok, float *y,
+                     int ms, const plan &p, cuk_fuse f)
 {
     if (p.nw == 16) {
-        if (p.nt == 2) return p.kbmax == 8 ? launch<K, 8, 16, 2>(s, w, x, n_tok, y, p.smem, f)
-                                           : launch<K, 16, 16, 2>(s, w, x, n_tok, y, p.smem, f);
-        if (p.kbmax == 8) return launch<K, 8, 16, 1>(s, w, x, n_tok, y, p.smem, f);
-        if (p.kbmax == 16) return launch<K, 16, 16, 1>(s, w, x, n_tok, y, p.smem, f);
-        return launch<K, 32, 16, 1>(s, w, x, n_tok, y, p.smem, f);
+        if (p.nt == 2) return p.kbmax == 8 ? launch<K, 8, 16, 2>(s, w, xq, tb, n_tok, y, ms, p.smem, f)
+                                           : launch<K, 16, 16, 2>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        if (p.kbmax == 8) return launch<K, 8, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        if (p.kbmax == 16) return launch<K, 16, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+        return launch<K, 32, 16, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
     }
-    if (p.kbmax <= 16) return launch<K, 16, 8, 1>(s, w, x, n_tok, y, p.smem, f);
-    return launch<K, 32, 8, 1>(s, w, x, n_tok, y, p.smem, f);
-}
-
-/* Both entry points: passes of 8 or 16 tokens (as k_gemv_dp4a.cu run_passes); xs: x's bytes from one token
- * to the next. */
-ai_status run_passes(cudaStream_t cs, const cuk_weight *w, xsrc x, size_t xs, int32_t n_tok, float *y,
-                     const cuk_mm_opts *o, const char *who, ai_err *err)
-{
-    const plan p = plan_of(w->type, w->n_in, n_tok, x.xf != nullptr);
-    const int per = kTok * p.nt;
-    for (int32_t t0 = 0; t0 < n_tok; t0 += per) {
-        const int cnt = n_tok - t0 < per ? n_tok - t0 : per;
-        xsrc xp = x;
-        if (xp.xq) xp.xq += (size_t)t0 * xs;
-        if (xp.xf) xp.xf = reinterpret_cast<const float *>(reinterpret_cast<const unsigned char *>(xp.xf) + (size_t)t0 * xs);
-        float *yp = y + (size_t)t0 * (size_t)w->n_out;
-        cuk_fuse f = cuk_fuse_of(o);
-        if (f.in_ss) f.in_ss += (size_t)t0 * BACKEND_SS_LANES;
-        if (f.out_xn) {
-            f.out_xn += (size_t)t0 * (size_t)w->n_out;
-            f.out_ss += (size_t)t0 * BACKEND_SS_LANES;
-        }
-        cudaError_t e = w->type == DTYPE_Q8_0   ? launch_k<QM_Q8_0>(cs, w, xp, cnt, yp, p, f)
-                        : w->type == DTYPE_Q4_0 ? launch_k<QM_Q4_0>(cs, w, xp, cnt, yp, p, f)
-                                                : launch_k<QM_Q4_1>(cs, w, xp, cnt, yp, p, f);
-        if (e == cudaSuccess) e = cudaGetLastError();
-        if (e != cudaSuccess)
-            return ai_err_set(err, AI_ERR_RUNTIME, "%s (%s %lld x %lld, %d tokens, %d warps, %zu B shared): %s", who,
-                              dtype_name(w->type), (long long)w->n_out, (long long)w->n_in, cnt, p.nw, p.smem,
-                              cudaGetErrorString(e));
-    }
-    return AI_OK;
+    if (p.kbmax <= 16) return launch<K, 16, 8, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
+    return launch<K, 32, 8, 1>(s, w, xq, tb, n_tok, y, ms, p.smem, f);
 }
 
 } // namespace
@@ -606,20 +422,13 @@ ai_status run_passes(cudaStream_t cs, const cuk_weight *w, xsrc x, size_t xs, in
 extern "C" bool cuk_gemv_qmma_ok(const cuk_weight *w)
 {
     return w && w->data && (w->type == DTYPE_Q8_0 || w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1) &&
-           w->n_out >= 1 && w->n_out <= (1 << 30) && (uintptr_t)w->data % 16 == 0 &&
-           plan_of(w->type, w->n_in, 1, false).nw > 0;
+           w->n_out >= 1 && w->n_out <= (1 << 30) && (uintptr_t)w->data % 16 == 0 && plan_of(w->type, w->n_in, 1).nw > 0;
 }
 
 extern "C" int cuk_gemv_qmma_min_tok(void)
 {
     const char *e = getenv("AIINFRA_GEMV_QMMA_MIN");
     return e && *e ? atoi(e) : CUK_GEMV_QMMA_MIN_TOK;
-}
-
-extern "C" int cuk_gemv_qmma_x_max_tok(void)
-{
-    const char *e = getenv("AIINFRA_QMMA_X");
-    return e && *e ? atoi(e) : CUK_GEMV_QMMA_X_MAX_TOK;
 }
 
 extern "C" ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
@@ -631,22 +440,28 @@ extern "C" ai_status cuk_gemv_qmma_xq(cuk_stream s, const cuk_weight *w, const v
     if (!cuk_gemv_qmma_ok(w))
         return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_qmma_xq: no kernel for %s %lld x %lld", dtype_name(w->type),
                           (long long)w->n_out, (long long)w->n_in);
+    const plan p = plan_of(w->type, w->n_in, n_tok);
+    const int ms = o && o->norm_w ? FUSE_NORM : FUSE_NONE, per = kTok * p.nt;
     const size_t tb = cuk_gemv_dp4a_xq_bytes(w->n_in, 1); /* one token of the xq layout */
-    const xsrc x = {static_cast<const unsigned char *>(xq), tb, nullptr, o && o->norm_w ? PRO_XQ_NORM : PRO_XQ};
-    return run_passes((cudaStream_t)s, w, x, tb, n_tok, y, o, "cuk_gemv_qmma_xq", err);
-}
-
-extern "C" ai_status cuk_gemv_qmma_x(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                     const cuk_mm_opts *o, ai_err *err)
-{
-    if (!w || !x || !y || n_tok < 1 || n_tok > CUK_GEMV_MAX_TOK || (uintptr_t)x % 16 ||
-        (o && (o->swiglu_out || o->rope_kv || (o->swiglu_in && o->norm_w) || (uintptr_t)o->norm_w % 16)))
-        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_qmma_x: bad arguments");
-    if (!cuk_gemv_qmma_ok(w))
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_qmma_x: no kernel for %s %lld x %lld", dtype_name(w->type),
-                          (long long)w->n_out, (long long)w->n_in);
-    const int pro = o && o->norm_w ? PRO_X_NORM : o && o->swiglu_in ? PRO_X_SWIGLU : PRO_X;
-    const xsrc xs = {nullptr, 0, x, pro};
-    const size_t row = (pro == PRO_X_SWIGLU ? 2 : 1) * (size_t)w->n_in * sizeof(float);
-    return run_passes((cudaStream_t)s, w, xs, row, n_tok, y, o, "cuk_gemv_qmma_x", err);
+    cudaStream_t cs = (cudaStream_t)s;
+    for (int32_t t0 = 0; t0 < n_tok; t0 += per) { /* passes of 8 or 16 tokens (as k_gemv_dp4a.cu run_passes) */
+        const int cnt = n_tok - t0 < per ? n_tok - t0 : per;
+        const unsigned char *xp = static_cast<const unsigned char *>(xq) + (size_t)t0 * tb;
+        float *yp = y + (size_t)t0 * (size_t)w->n_out;
+        cuk_fuse f = cuk_fuse_of(o);
+        if (f.in_ss) f.in_ss += (size_t)t0 * BACKEND_SS_LANES;
+        if (f.out_xn) {
+            f.out_xn += (size_t)t0 * (size_t)w->n_out;
+            f.out_ss += (size_t)t0 * BACKEND_SS_LANES;
+        }
+        cudaError_t e = w->type == DTYPE_Q8_0   ? launch_k<QM_Q8_0>(cs, w, xp, tb, cnt, yp, ms, p, f)
+                        : w->type == DTYPE_Q4_0 ? launch_k<QM_Q4_0>(cs, w, xp, tb, cnt, yp, ms, p, f)
+                                                : launch_k<QM_Q4_1>(cs, w, xp, tb, cnt, yp, ms, p, f);
+        if (e == cudaSuccess) e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return ai_err_set(err, AI_ERR_RUNTIME, "cuk_gemv_qmma (%s %lld x %lld, %d tokens, %d warps, %zu B shared): %s",
+                              dtype_name(w->type), (long long)w->n_out, (long long)w->n_in, cnt, p.nw, p.smem,
+                              cudaGetErrorString(e));
+    }
+    return AI_OK;
 }
