@@ -50,6 +50,23 @@ static inline cudaError_t cuk_smem_optin(void (*kernel)(KArgs...), size_t smem)
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
+/* The grid of a persistent kernel: opts kernel in to smem bytes of dynamic shared memory (cuk_smem_optin)
+ * and sets *slots to how many of its CTAs of `threads` threads are resident at once on the current device
+ * (CTAs per SM x SMs). cudaErrorInvalidConfiguration when not even one fits on an SM. */
+template <typename... KArgs>
+static inline cudaError_t cuk_resident_ctas(void (*kernel)(KArgs...), int threads, size_t smem, long long *slots)
+{
+    cudaError_t e;
+    int dev = 0, nsm = 0, per_sm = 0;
+    if ((e = cuk_smem_optin(kernel, smem)) != cudaSuccess) return e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
+    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess) return e;
+    if (per_sm < 1) return cudaErrorInvalidConfiguration;
+    *slots = (long long)per_sm * nsm;
+    return cudaSuccess;
+}
+
 /* cuk_launch_cluster(kernel, grid, block, shared_bytes, stream, cluster_x, args...): as
  * kernel<<<...>>>(args...) with the PDL attribute set and, for cluster_x > 1, thread-block clusters of
  * cluster_x consecutive CTAs along x (grid.x a multiple of cluster_x). Returns the launch's cudaError_t. */

@@ -661,14 +661,10 @@ cudaError_t launch_staged_v(cudaStream_t s, const cuk_weight *w, const float *x,
                  cuk_fuse) = k_gemv<K, T, R, U, 0, M, S>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = (size_t)T * (size_t)n_in * sizeof(float);
-    cudaError_t e;
-    if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
-    int dev = 0, nsm = 0, per_sm = 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem)) != cudaSuccess) return e;
-    if (per_sm < 1) per_sm = 1;
-    const long long groups = ((long long)n_out + R - 1) / R, cap = (long long)per_sm * nsm;
+    long long cap = 0;
+    const cudaError_t e = cuk_resident_ctas(kern, kThreads, smem, &cap);
+    if (e != cudaSuccess) return e;
+    const long long groups = ((long long)n_out + R - 1) / R;
     const long long per_cta = (groups + cap - 1) / cap;
     const unsigned grid = (unsigned)((groups + per_cta - 1) / per_cta);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);

@@ -466,15 +466,10 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_to
                            : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
-    cudaError_t e;
-    if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
-    int dev = 0, nsm = 0, per_sm = 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, W * 32, smem)) != cudaSuccess) return e;
-    if (per_sm < 1) per_sm = 1;
+    long long cap = 0;
+    const cudaError_t e = cuk_resident_ctas(kern, W * 32, smem, &cap);
+    if (e != cudaSuccess) return e;
     const long long groups = ((long long)n_out + R - 1) / R, need = (groups + W - 1) / W;
-    const long long cap = (long long)per_sm * nsm;
     const unsigned grid = (unsigned)(need < cap ? need : cap);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);

@@ -385,14 +385,10 @@ cudaError_t launch(cudaStream_t s, const cuk_weight *w, const unsigned char *xq,
     void (*kern)(const unsigned char *, const unsigned char *, const unsigned char *, size_t, float *, int, int, int, int,
                  cuk_fuse) =
         ms == FUSE_NORM ? k_gemv_qmma<K, KBMAX, NW, FUSE_NORM, NT> : k_gemv_qmma<K, KBMAX, NW, FUSE_NONE, NT>;
-    cudaError_t e;
-    if ((e = cuk_smem_optin(kern, smem)) != cudaSuccess) return e;
-    int dev = 0, nsm = 0, per_sm = 0;
-    if ((e = cudaGetDevice(&dev)) != cudaSuccess) return e;
-    if ((e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, NW * 32, smem)) != cudaSuccess) return e;
-    if (per_sm < 1) return cudaErrorInvalidConfiguration;
-    const long long tiles = (w->n_out + 15) / 16, cap = (long long)per_sm * nsm;
+    long long cap = 0;
+    const cudaError_t e = cuk_resident_ctas(kern, NW * 32, smem, &cap);
+    if (e != cudaSuccess) return e;
+    const long long tiles = (w->n_out + 15) / 16;
     const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
