@@ -1,7 +1,7 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step|split]   (only the fusion table, the quantized
- *                          table, both, the step table: bench_step, the tensor-core split-K table)
+ *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step|ffn|split]   (only the fusion table, the quantized
+ *                          table, both, the step table: bench_step, its FFN lines, the tensor-core split-K table)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -350,6 +350,23 @@ static double time_ffn(cudaStream_t s, dtype t, int handoff, int unroll, int rep
     return ms;
 }
 
+/* The "ffn" table (also the step table's last lines): time_ffn split vs hand-off, q4_0 and q4_1. */
+static void bench_ffn(cudaStream_t s, int reps, double copy)
+{
+    static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1};
+    for (int di = 0; di < 2; di++) {
+        const double split = time_ffn(s, types[di], 0, 0, reps), h2 = time_ffn(s, types[di], 1, 0, reps),
+                     h4 = time_ffn(s, types[di], 1, 4, reps);
+        const double bytes = (double)cuk_weight_bytes(types[di], 28672, 4096) + (double)cuk_weight_bytes(types[di], 4096, 14336);
+        printf("%s n_tok 1 FFN (gate_up, swiglu, down): split %.2f us (%.1f%% of copy), hand-off R2U2 %.2f (%.1f%%), "
+               "R2U4 %.2f (%.1f%%) -> step %+.3f / %+.3f ms\n",
+               dtype_name(types[di]), split * 1e3, 100.0 * bytes / (split * 1e-3) / copy, h2 * 1e3,
+               100.0 * bytes / (h2 * 1e-3) / copy, h4 * 1e3, 100.0 * bytes / (h4 * 1e-3) / copy, 32 * (h2 - split),
+               32 * (h4 - split));
+        fflush(stdout);
+    }
+}
+
 /* The "step" table: q4_0 (and q4_1) n_tok 1 and 4, each product of a Llama-3-8B layer as the decode step
  * runs it with fuse norm,add (the default before 2026-12-04's second session) and with the SwiGLU
  * split (cuk_gemv_ex_work), the plain and pre-rounded-x GEMVs per shape (the x prologue's cost), then
@@ -401,17 +418,7 @@ static void bench_step(cudaStream_t s, int reps, double copy)
                    32 * (qkv + wo + gu + d_split) + out, 32 * (d_split - d_rows));
             fflush(stdout);
         }
-    for (int di = 0; di < 2; di++) {
-        const double split = time_ffn(s, types[di], 0, 0, reps), h2 = time_ffn(s, types[di], 1, 0, reps),
-                     h4 = time_ffn(s, types[di], 1, 4, reps);
-        const double bytes = (double)cuk_weight_bytes(types[di], 28672, 4096) + (double)cuk_weight_bytes(types[di], 4096, 14336);
-        printf("%s n_tok 1 FFN (gate_up, swiglu, down): split %.2f us (%.1f%% of copy), hand-off R2U2 %.2f (%.1f%%), "
-               "R2U4 %.2f (%.1f%%) -> step %+.3f / %+.3f ms\n",
-               dtype_name(types[di]), split * 1e3, 100.0 * bytes / (split * 1e-3) / copy, h2 * 1e3,
-               100.0 * bytes / (h2 * 1e-3) / copy, h4 * 1e3, 100.0 * bytes / (h4 * 1e-3) / copy, 32 * (h2 - split),
-               32 * (h4 - split));
-        fflush(stdout);
-    }
+    bench_ffn(s, reps, copy);
     printf("q4_0 n_tok 1 variants: us (%% of copy)\n");
     for (int v = 0; v < CUK_GEMV_VARIANTS - 1; v++) {
         printf("%-10s", "");
@@ -593,6 +600,12 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[2], "skinny") == 0) {
         bench_skinny(s, reps, copy);
+        cuk_gemm_free(gemm);
+        cudaStreamDestroy(s);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "ffn") == 0) {
+        bench_ffn(s, reps, copy);
         cuk_gemm_free(gemm);
         cudaStreamDestroy(s);
         return 0;
