@@ -12,15 +12,8 @@
 set -uo pipefail
 what=${1:-all}
 [ $# -gt 0 ] && shift
-OUT=${OUT:-build/gpu-out}
-mkdir -p "$OUT"
-G=build/gpu
-# carried compressed (scripts/gpu-bundle.sh): unpack a fresh copy
-if [ -f build/gpu.tar.xz ] && { [ ! -d $G ] || [ build/gpu.tar.xz -nt $G ]; }; then
-  rm -rf $G && tar -C build -xJf build/gpu.tar.xz
-fi
-export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
-[ -f $G/fixture/smollm2-8l.gguf ] && export AIINFRA_GPU_GGUF=$G/fixture/smollm2-8l.gguf
+# shellcheck source=scripts/gpu-env.sh
+source "$(dirname "$0")/gpu-env.sh"
 summary=$OUT/summary.txt
 : >"$summary"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,power.draw --format=csv,noheader | tee -a "$summary"

@@ -15,14 +15,8 @@
 # Writes to $OUT (the device tool's output folder; build/gpu-out here).
 set -uo pipefail
 plan=${1:?usage: scripts/gpu-plan.sh PLAN.sh}
-OUT=${OUT:-build/gpu-out}
-mkdir -p "$OUT"
-G=build/gpu
-if [ -f build/gpu.tar.xz ] && { [ ! -d $G ] || [ build/gpu.tar.xz -nt $G ]; }; then
-  rm -rf $G && tar -C build -xJf build/gpu.tar.xz
-fi
-export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
-[ -f $G/fixture/smollm2-8l.gguf ] && export AIINFRA_GPU_GGUF=$G/fixture/smollm2-8l.gguf
+# shellcheck source=scripts/gpu-env.sh
+source "$(dirname "$0")/gpu-env.sh"
 start=$(date +%s)
 LIMIT=${LIMIT:-540}
 left() { echo $((LIMIT - ($(date +%s) - start))); }
