@@ -1,7 +1,7 @@
 /* bench_cuda_gemv.c - decode GEMV speed against the copy-bandwidth ceiling and cuBLASLt.
  *
- *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step|ffn|split]   (only the fusion table, the quantized
- *                          table, both, the step table: bench_step, its FFN lines, the tensor-core split-K table)
+ *   build/bench/bench_cuda_gemv [reps] [fuse|q|qfuse|step|split]   (only the fusion table, the quantized
+ *                          table, both, the step table: bench_step, the tensor-core split-K table)
  *
  * For each Llama-3-8B matrix shape (n_out x n_in) x n_tok {1, 4, 16} x dtype {bf16, q4_0, q4_1, q8_0}:
  * the median time of one cuk_gemv, its effective bandwidth (weight bytes + x + y over time), that
@@ -23,7 +23,6 @@
  * (down, as the decode step runs it), the SwiGLU epilogue vs GEMV + cuk_swiglu_rows (gate|up, bf16
  * only); bf16 and q4_0, n_tok 1 and 4. Same graph timing; the saving
  * column is unfused - fused per call (positive: the fusion pays).
- * The "step" table ends with the batch-1 FFN split (rounding kernel) against the int8 hand-off (time_ffn).
  * Last: the projected Llama-3-8B batch-1 decode time (GEMVs only) per dtype from the per-matrix medians.
  */
 #include <stdio.h>
@@ -308,65 +307,6 @@ static double time_seq(cudaStream_t s, dtype t, int64_t n_out, int64_t n_in, int
     return ms;
 }
 
-/* The batch-1 FFN as the decode step runs it: gate|up (28672 x 4096), silu(g) * u, the down product
- * (4096 x 14336, accumulating), over the same weight copies: split (handoff 0: the gate|up GEMV, the
- * rounding kernel on its SwiGLU, the down GEMV on the codes: RUNNER_FUSE_SWIGLU) or with the int8 hand-off
- * (cuk_gemv_dp4a_glu_round with unroll, then the down GEMV on its codes: RUNNER_FUSE_GLU). Per layer, ms. */
-static double time_ffn(cudaStream_t s, dtype t, int handoff, int unroll, int reps)
-{
-    int cg, cd;
-    cuk_weight *gu = weights_alloc(s, t, 28672, 4096, &cg), *dn = weights_alloc(s, t, 4096, 14336, &cd);
-    const int copies = cg < cd ? cg : cd;
-    float *x, *g, *y;
-    void *xq;
-    unsigned *cnt;
-    CK(cudaMalloc((void **)&x, 4096 * sizeof(float)));
-    CK(cudaMalloc((void **)&g, 28672 * sizeof(float)));
-    CK(cudaMalloc((void **)&y, 4096 * sizeof(float)));
-    CK(cudaMalloc(&xq, cuk_gemv_dp4a_xq_bytes(14336, 1)));
-    CK(cudaMalloc((void **)&cnt, 448 * sizeof(unsigned)));
-    CK(cudaMemsetAsync(cnt, 0, 448 * sizeof(unsigned), s));
-    CK(cudaMemsetAsync(y, 0, 4096 * sizeof(float), s));
-    cuk_weight xr = {.type = DTYPE_F32, .n_out = 1, .n_in = 4096, .data = x};
-    AI(cuk_weight_fill_random(s, &xr, 7, 1.0f, &err));
-    const cuk_mm_opts osw = {.swiglu_in = true}, oa = {.accumulate = true};
-    for (int pass = 0; pass < 2; pass++) { /* pass 0: one untimed call outside capture (function attributes) */
-        if (pass) CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < (pass ? copies : 1); i++) {
-            if (handoff) {
-                AI(cuk_gemv_dp4a_glu_round(s, &gu[i], x, 1, g, t, xq, cnt, unroll, NULL, &err));
-            } else {
-                AI(cuk_gemv(s, &gu[i], x, 1, g, &err));
-                AI(cuk_gemv_dp4a_quantize(s, t, g, 1, 14336, &osw, xq, &err));
-            }
-            AI(cuk_gemv_dp4a_xq(s, &dn[i], xq, 1, y, &oa, &err));
-        }
-        if (!pass) CK(cudaStreamSynchronize(s));
-    }
-    const double ms = time_capture(s, reps) / copies;
-    weights_free(gu, cg);
-    weights_free(dn, cd);
-    cudaFree(x); cudaFree(g); cudaFree(y); cudaFree(xq); cudaFree(cnt);
-    return ms;
-}
-
-/* The "ffn" table (also the step table's last lines): time_ffn split vs hand-off, q4_0 and q4_1. */
-static void bench_ffn(cudaStream_t s, int reps, double copy)
-{
-    static const dtype types[] = {DTYPE_Q4_0, DTYPE_Q4_1};
-    for (int di = 0; di < 2; di++) {
-        const double split = time_ffn(s, types[di], 0, 0, reps), h2 = time_ffn(s, types[di], 1, 0, reps),
-                     h4 = time_ffn(s, types[di], 1, 4, reps);
-        const double bytes = (double)cuk_weight_bytes(types[di], 28672, 4096) + (double)cuk_weight_bytes(types[di], 4096, 14336);
-        printf("%s n_tok 1 FFN (gate_up, swiglu, down): split %.2f us (%.1f%% of copy), hand-off R2U2 %.2f (%.1f%%), "
-               "R2U4 %.2f (%.1f%%) -> step %+.3f / %+.3f ms\n",
-               dtype_name(types[di]), split * 1e3, 100.0 * bytes / (split * 1e-3) / copy, h2 * 1e3,
-               100.0 * bytes / (h2 * 1e-3) / copy, h4 * 1e3, 100.0 * bytes / (h4 * 1e-3) / copy, 32 * (h2 - split),
-               32 * (h4 - split));
-        fflush(stdout);
-    }
-}
-
 /* The "step" table: q4_0 (and q4_1) n_tok 1 and 4, each product of a Llama-3-8B layer as the decode step
  * runs it with fuse norm,add (the default before 2026-12-04's second session) and with the SwiGLU
  * split (cuk_gemv_ex_work), the plain and pre-rounded-x GEMVs per shape (the x prologue's cost), then
@@ -418,7 +358,6 @@ static void bench_step(cudaStream_t s, int reps, double copy)
                    32 * (qkv + wo + gu + d_split) + out, 32 * (d_split - d_rows));
             fflush(stdout);
         }
-    bench_ffn(s, reps, copy);
     printf("q4_0 n_tok 1 variants: us (%% of copy)\n");
     for (int v = 0; v < CUK_GEMV_VARIANTS - 1; v++) {
         printf("%-10s", "");
@@ -600,12 +539,6 @@ int main(int argc, char **argv)
     }
     if (argc > 2 && strcmp(argv[2], "skinny") == 0) {
         bench_skinny(s, reps, copy);
-        cuk_gemm_free(gemm);
-        cudaStreamDestroy(s);
-        return 0;
-    }
-    if (argc > 2 && strcmp(argv[2], "ffn") == 0) {
-        bench_ffn(s, reps, copy);
         cuk_gemm_free(gemm);
         cudaStreamDestroy(s);
         return 0;

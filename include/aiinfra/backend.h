@@ -122,14 +122,6 @@ typedef struct backend_mm_opts {
      * (n_out = (n_head + n_head_kv) head_dim + n_head_kv head_dim_v); after the product, y's q and k
      * parts are rotated and k, v stored as rope_store does. Not with accumulate, swiglu_out or out_xn. */
     const backend_rope_kv *rope_kv;
-    /* The int8 hand-off (backend_ops.matmul_hands_off): a product with swiglu_out whose output is read next
-     * by a quantized product (round_next, its weight) also leaves that output rounded to int8 per 32-element
-     * block in the backend's own buffer, as the reader would round it; the reader, given x_rounded, takes
-     * those codes instead of rounding x (its x must be that output, unchanged). Why: at one token the down
-     * product's rounding is a kernel of its own between two GEMVs (~3 us of launch and ramp per layer); the
-     * gate|up product can round its SwiGLU output as it finishes each block. */
-    const backend_weight *round_next;
-    bool x_rounded;
 } backend_mm_opts;
 
 /* Whether o->rope_kv may ride on a product of n_out rows (the rows are q|k|v; no other epilogue). */
@@ -200,9 +192,6 @@ typedef struct backend_ops {
      * (otherwise it composes them from extra passes, which a default should not ask for).
      * Optional: NULL = never. */
     bool (*matmul_fuses_defer)(void *ctx, dtype t, int32_t n_tok);
-    /* Whether matmul_ex of w with swiglu_out at n_tok tokens rounds its output for next inside its kernel
-     * (backend_mm_opts.round_next, x_rounded). Optional: NULL = never (the options are then refused). */
-    bool (*matmul_hands_off)(void *ctx, const backend_weight *w, const backend_weight *next, int32_t n_tok);
     /* Whether rope_store and attention take a KV cache of dtype t. Optional: NULL = f16 and f32 only. */
     bool (*kv_type_ok)(void *ctx, dtype t);
     size_t (*attention_work_size)(void *ctx, const backend_attn *a);

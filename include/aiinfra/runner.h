@@ -46,9 +46,7 @@ typedef struct runner_params {
 #define RUNNER_FUSE_ADD 4u    /* the residual adds in the wo and down products' epilogue */
 #define RUNNER_FUSE_EXACT 8u  /* use exactly the bits given (RUNNER_FUSE_EXACT alone: no fusion) */
 #define RUNNER_FUSE_GLU 16u   /* silu(gate) * up in the gate|up product's epilogue (backend_mm_opts.swiglu_out);
-                               * only in steps the backend serves with its GEMV, ignored in larger ones; with
-                               * quantized weights, where the backend can (matmul_hands_off), that product
-                               * also rounds its output for the down product (round_next) */
+                               * only in steps the backend serves with its GEMV, ignored in larger ones */
 #define RUNNER_FUSE_DEFER 32u /* the norms split over the products around them (backend_mm_opts.in_ss / out_*):
                                * the residual-writing product also writes x * norm_w and sum(x^2), the
                                * reading one scales by 1 / rms; pure decode steps of GEMV size only;

@@ -167,11 +167,6 @@ static ai_status step_body(void *arg, ai_err *err)
         if (r->fuse_gu && f_glu) { /* the SwiGLU in the gate|up product's epilogue */
             backend_mm_opts gu = norm_gu ? ffn_in : gu_o;
             gu.swiglu_out = true;
-            /* quantized: the product also rounds its output for the down product (round_next) */
-            if (o->matmul_hands_off && o->matmul_hands_off(bc, &L->w_gu, &L->w_down, n)) {
-                gu.round_next = &L->w_down;
-                down.x_rounded = true;
-            }
             TRY(o->matmul_ex(bc, &L->w_gu, norm_gu ? r->x : r->xn, n, r->up, &gu, err));
             act = r->up;
         } else if (r->fuse_gu) { /* gate|up rows of 2 n_ff */

@@ -679,94 +679,6 @@ static void test_gemv_qmma(void **state)
     cudaFree(buf);
 }
 
-/* The int8 hand-off (cuk_gemv_dp4a_glu_round) against the two kernels it replaces: the same gate|up
- * product (cuk_gemv_dp4a_ex, same prologue), its SwiGLU (cuk_swiglu_rows) and cuk_gemv_dp4a_quantize of it
- * (swiglu_in): y and the rounded bytes must be equal bit for bit (the same dot products, float ops and
- * rounding), for a q4 and a q8_0 reader, without a prologue, with the norm and with the split norm's scale.
- * Each case runs twice with y and xq poisoned (the second with 4 loads in flight per lane): the block
- * counters must be back at zero after each call. Shapes: fewer pairs than warps (2 x 32 rows), 32-blocks
- * split between warps at an odd count (2 x 2080: 65 blocks), the Llama-3-8B FFN (2 x 14336 x 4096). */
-static void test_gemv_glu_round(void **state)
-{
-    (void)state;
-    CUDA_TEST_REQUIRE();
-    uint64_t rng = test_seed() ^ 0x4242;
-    static const int64_t shapes[][2] = {{64, 96}, {4160, 1024}, {28672, 4096}};
-    static const dtype wt[] = {DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q8_0};
-    static const dtype rt[] = {DTYPE_Q4_0, DTYPE_Q8_0};
-    ai_err err = {0};
-    for (size_t d = 0; d < sizeof wt / sizeof *wt; d++)
-        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-            test_weight tw;
-            weight_make(&tw, wt[d], shapes[si][0], shapes[si][1], &rng);
-            const int64_t n = shapes[si][0] / 2, n_in = shapes[si][1];
-            const size_t nq = cuk_gemv_dp4a_xq_bytes(n, 1), ncnt = (size_t)n / 32;
-            float *x = malloc((size_t)n_in * sizeof(float)), *nw = malloc((size_t)n_in * sizeof(float));
-            double ss[BACKEND_SS_LANES];
-            unsigned char *q_ref = malloc(nq), *q = malloc(nq);
-            float *h_ref = malloc((size_t)n * sizeof(float)), *h = malloc((size_t)n * sizeof(float));
-            unsigned *cnt = malloc(ncnt * sizeof(unsigned));
-            assert_true(x && nw && q_ref && q && h_ref && h && cnt);
-            cuda_test_fill(x, (size_t)n_in, &rng, 1.0f);
-            for (int64_t i = 0; i < n_in; i++) nw[i] = 1.0f + 0.5f * cuda_test_randf(&rng);
-            for (int j = 0; j < BACKEND_SS_LANES; j++) ss[j] = (double)n_in / BACKEND_SS_LANES * (1.5 + cuda_test_randf(&rng));
-            float *dx = cuda_test_dup(x, (size_t)n_in * sizeof(float)), *dnw = cuda_test_dup(nw, (size_t)n_in * sizeof(float));
-            double *dss = cuda_test_dup(ss, sizeof ss);
-            float *dgu = cuda_test_dup(NULL, 2 * (size_t)n * sizeof(float)), *dh_ref = cuda_test_dup(NULL, (size_t)n * sizeof(float));
-            float *dy = cuda_test_dup(NULL, (size_t)n * sizeof(float));
-            void *dq_ref = cuda_test_dup(NULL, nq), *dq = cuda_test_dup(NULL, nq);
-            unsigned *dcnt = cuda_test_dup(NULL, ncnt * sizeof(unsigned));
-            CUDA_OK(cudaMemset(dcnt, 0, ncnt * sizeof(unsigned)));
-            for (int mode = 0; mode < 3; mode++) {
-                const cuk_mm_opts o = {.norm_w = mode == 1 ? dnw : NULL, .eps = 1e-5f, .in_ss = mode == 2 ? dss : NULL};
-                const cuk_mm_opts sw = {.swiglu_in = true};
-                if (cuk_gemv_dp4a_ex(NULL, &tw.w, dx, 1, dgu, 0, 0, 1, &o, &err) != AI_OK ||
-                    cuk_swiglu_rows(NULL, dh_ref, dgu, 1, (int32_t)n, &err) != AI_OK)
-                    fail_msg("glu_round reference %s: %s", dtype_name(wt[d]), err.msg);
-                cuda_test_get(h_ref, dh_ref, (size_t)n * sizeof(float));
-                for (size_t r = 0; r < sizeof rt / sizeof *rt; r++) {
-                    if (cuk_gemv_dp4a_quantize(NULL, rt[r], dgu, 1, n, &sw, dq_ref, &err) != AI_OK)
-                        fail_msg("glu_round reference: %s", err.msg);
-                    cuda_test_get(q_ref, dq_ref, nq);
-                    for (int rep = 0; rep < 2; rep++) {
-                        CUDA_OK(cudaMemset(dq, 0xFF, nq));
-                        CUDA_OK(cudaMemset(dy, 0xFF, (size_t)n * sizeof(float)));
-                        if (cuk_gemv_dp4a_glu_round(NULL, &tw.w, dx, 1, dy, rt[r], dq, dcnt, rep ? 4 : 0, &o, &err) != AI_OK)
-                            fail_msg("glu_round %s %lld x %lld: %s", dtype_name(wt[d]), (long long)shapes[si][0],
-                                     (long long)n_in, err.msg);
-                        cuda_test_get(h, dy, (size_t)n * sizeof(float));
-                        cuda_test_get(q, dq, nq);
-                        cuda_test_get(cnt, dcnt, ncnt * sizeof(unsigned));
-                        for (int64_t i = 0; i < n; i++)
-                            if (memcmp(&h[i], &h_ref[i], sizeof(float)))
-                                fail_msg("glu_round %s %lld x %lld mode %d rep %d: y[%lld] = %.9g, split %.9g", dtype_name(wt[d]),
-                                         (long long)shapes[si][0], (long long)n_in, mode, rep, (long long)i, h[i], h_ref[i]);
-                        for (size_t i = 0; i < nq; i++)
-                            if (q[i] != q_ref[i])
-                                fail_msg("glu_round %s %lld x %lld mode %d reader %s rep %d: byte %zu of %zu differs",
-                                         dtype_name(wt[d]), (long long)shapes[si][0], (long long)n_in, mode,
-                                         dtype_name(rt[r]), rep, i, nq);
-                        for (size_t i = 0; i < ncnt; i++)
-                            if (cnt[i]) fail_msg("glu_round: counter %zu left at %u", i, cnt[i]);
-                    }
-                }
-            }
-            /* refused: two tokens, an accumulate, a swiglu prologue, a q4 reader's rows not in 32-blocks */
-            const cuk_mm_opts acc = {.accumulate = true}, swi = {.swiglu_in = true};
-            assert_int_equal(cuk_gemv_dp4a_glu_round(NULL, &tw.w, dx, 2, dy, DTYPE_Q4_0, dq, dcnt, 0, NULL, &err), AI_ERR_INVALID);
-            assert_int_equal(cuk_gemv_dp4a_glu_round(NULL, &tw.w, dx, 1, dy, DTYPE_Q4_0, dq, dcnt, 0, &acc, &err), AI_ERR_INVALID);
-            assert_int_equal(cuk_gemv_dp4a_glu_round(NULL, &tw.w, dx, 1, dy, DTYPE_Q4_0, dq, dcnt, 0, &swi, &err), AI_ERR_INVALID);
-            assert_int_equal(cuk_gemv_dp4a_glu_round(NULL, &tw.w, dx, 1, dy, DTYPE_BF16, dq, dcnt, 0, NULL, &err), AI_ERR_INVALID);
-            cuk_weight odd = tw.w;
-            odd.n_out -= 2; /* n_out / 2 no longer a multiple of 32 */
-            assert_int_equal(cuk_gemv_dp4a_glu_round(NULL, &odd, dx, 1, dy, DTYPE_Q4_0, dq, dcnt, 0, NULL, &err), AI_ERR_INVALID);
-            cudaFree(dx); cudaFree(dnw); cudaFree(dss); cudaFree(dgu); cudaFree(dh_ref); cudaFree(dy);
-            cudaFree(dq_ref); cudaFree(dq); cudaFree(dcnt);
-            free(x); free(nw); free(q_ref); free(q); free(h_ref); free(h); free(cnt);
-            weight_free(&tw);
-        }
-}
-
 // --- random fill ----------------------------------------------------------------------------
 
 /* Values of a device weight as floats (host): planar -> GGUF rows -> dtype_dequantize_row. */
@@ -1023,7 +935,6 @@ int main(void)
         cmocka_unit_test(test_matmul_gemm),
         cmocka_unit_test(test_matmul_fused),
         cmocka_unit_test(test_gemv_qmma),
-        cmocka_unit_test(test_gemv_glu_round),
         cmocka_unit_test(test_matmul_tuned),
         cmocka_unit_test(test_gemv_mma_splits),
         cmocka_unit_test(test_skinny),

@@ -34,13 +34,6 @@ static void test_cpu_matmul_glu(void **state)
             matmul_glu_check(&be, types[i], 48, n_tok, false, 0.0);
             matmul_glu_check(&be, types[i], 48, n_tok, true, 0.0);
         }
-    /* no int8 hand-off on the CPU (backend_mm_opts.round_next): the runner never asks, a direct call is refused */
-    assert_true(be.ops->matmul_hands_off == NULL);
-    float buf[64] = {0};
-    backend_weight w = {.type = DTYPE_Q4_0, .n_out = 64, .n_in = 32, .data = buf};
-    const backend_mm_opts ro = {.swiglu_out = true, .round_next = &w}, xr = {.x_rounded = true};
-    assert_int_equal(be.ops->matmul_ex(be.ctx, &w, buf, 1, buf, &ro, &err), AI_ERR_UNSUPPORTED);
-    assert_int_equal(be.ops->matmul_ex(be.ctx, &w, buf, 1, buf, &xr, &err), AI_ERR_UNSUPPORTED);
     backend_free(&be);
 }
 

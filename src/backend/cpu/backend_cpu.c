@@ -250,8 +250,6 @@ static ai_status cb_matmul_ex(void *ctx, const backend_weight *w, const float *x
     if (o->rope_kv && !backend_rope_kv_fits(o, w->n_out))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: rope_kv needs q|k|v rows (n_out %lld) and no accumulate, "
                           "swiglu or out_xn epilogue", (long long)w->n_out);
-    if (o->round_next || o->x_rounded) /* no matmul_hands_off: the runner never asks */
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "matmul_ex: the cpu backend has no int8 hand-off (round_next)");
     const bool pro = o->norm_w || o->swiglu_in || o->in_ss, via_acc = o->accumulate || o->swiglu_out;
     const size_t nin = (size_t)n_tok * (size_t)w->n_in, nout = (size_t)n_tok * (size_t)w->n_out;
     if (n_tok < 1 || (pro && nin > b->pre_n) || (via_acc && nout > b->acc_n))

@@ -40,18 +40,6 @@ typedef struct cuda_be {
     size_t glu_n; /* floats */
     float *pre;   /* matmul_ex's in_ss where no kernel fuses it: the scaled input (<= 16 rows, n_in) */
     size_t pre_n; /* floats */
-    /* the int8 hand-off (backend_mm_opts.round_next, x_rounded): the rounded output (<= 16 rows of the
-     * widest quantized n_in), its 32-block counters (zero between kernels) and what it holds */
-    void *hq;
-    size_t hq_size;
-    unsigned *hq_cnt;
-    size_t hq_cnt_n;
-    struct {
-        const float *y; /* the output it was rounded from (NULL: nothing) */
-        int32_t n_tok;
-        int64_t n;
-        dtype t; /* the reader type it was rounded for */
-    } hq_of;
     graph_slot graphs[MAX_GRAPHS];
     uint64_t tick;
 } cuda_be;
@@ -65,8 +53,6 @@ static void cu_free(void *ctx)
     if (b->mm_work) cudaFree(b->mm_work);
     if (b->glu) cudaFree(b->glu);
     if (b->pre) cudaFree(b->pre);
-    if (b->hq) cudaFree(b->hq);
-    if (b->hq_cnt) cudaFree(b->hq_cnt);
     cuk_gemm_free(b->gemm);
     if (b->stream) cudaStreamDestroy(b->stream);
     free(b);
@@ -194,27 +180,17 @@ static ai_status cu_gather_rows(void *ctx, float *out, const float *in, const in
     return cuk_gather_rows(S(ctx), out, in, idx, n, dim, err);
 }
 
-/* Grows the zero-filled scratch *buf to n bytes (set-up only). */
-static ai_status grow(void *ctx, void **buf, size_t *have, size_t n, ai_err *err)
+/* Grows the scratch *buf to n floats (set-up only). */
+static ai_status grow_f32(void *ctx, float **buf, size_t *have, size_t n, ai_err *err)
 {
     if (n <= *have) return AI_OK;
     if (*buf) cudaFree(*buf);
     *buf = NULL;
     *have = 0;
-    ai_status st = cu_alloc(ctx, n, buf, err);
+    ai_status st = cu_alloc(ctx, n * sizeof(float), (void **)buf, err);
     if (st == AI_OK) *have = n;
     return st;
 }
-/* The same in floats. */
-static ai_status grow_f32(void *ctx, float **buf, size_t *have, size_t n, ai_err *err)
-{
-    size_t bytes = *have * sizeof(float);
-    ai_status st = grow(ctx, (void **)buf, &bytes, n * sizeof(float), err);
-    *have = bytes / sizeof(float);
-    return st;
-}
-
-static bool quantized(dtype t) { return t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t == DTYPE_Q4_1; }
 
 static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t max_tok, ai_err *err)
 {
@@ -224,75 +200,14 @@ static ai_status cu_matmul_reserve(void *ctx, const backend_weight *w, int32_t m
     const size_t rows = (size_t)(max_tok < CUK_GEMV_MAX_TOK ? max_tok : CUK_GEMV_MAX_TOK);
     ai_status st = grow_f32(ctx, &b->glu, &b->glu_n, rows * (size_t)w->n_out, err);
     if (st == AI_OK) st = grow_f32(ctx, &b->pre, &b->pre_n, rows * (size_t)w->n_in, err);
-    if (st == AI_OK && quantized(w->type) && w->n_in % 32 == 0) { /* w as the reader of a hand-off */
-        size_t cnt_bytes = b->hq_cnt_n * sizeof(unsigned);
-        st = grow(ctx, &b->hq, &b->hq_size, cuk_gemv_dp4a_xq_bytes(w->n_in, (int32_t)rows), err);
-        if (st == AI_OK) st = grow(ctx, (void **)&b->hq_cnt, &cnt_bytes, (size_t)(w->n_in / 32) * sizeof(unsigned), err);
-        b->hq_cnt_n = cnt_bytes / sizeof(unsigned);
-        b->hq_of.y = NULL;
-    }
-    if (st == AI_OK) st = grow(ctx, &b->mm_work, &b->mm_work_size, need, err);
+    if (st != AI_OK) return st;
+    if (need <= b->mm_work_size) return AI_OK;
+    if (b->mm_work) cudaFree(b->mm_work);
+    b->mm_work = NULL;
+    b->mm_work_size = 0;
+    st = cu_alloc(ctx, need, &b->mm_work, err);
+    if (st == AI_OK) b->mm_work_size = need;
     return st;
-}
-
-/* The hand-off rides in the writer's kernel where the dp4a GEMV runs the gate|up product and the reader
- * would take the dp4a kernel too: one token, q4_0 / q4_1 (q8_0 keeps its exact-x float kernels there,
- * k_gemv.h; at 2-16 tokens the int8 tensor cores run both products and have no such epilogue). */
-static bool cu_matmul_hands_off(void *ctx, const backend_weight *w, const backend_weight *next, int32_t n_tok)
-{
-    cuda_be *b = ctx;
-    const bool q4w = w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1, q4n = next->type == DTYPE_Q4_0 || next->type == DTYPE_Q4_1;
-    return n_tok == 1 && q4w && q4n && w->n_out % 64 == 0 && next->n_in == w->n_out / 2 &&
-           cuk_matmul_runs_gemv(b->gemm, w, 1) && cuk_matmul_runs_gemv(b->gemm, next, 1) &&
-           cuk_gemv_dp4a_max_tok(w->n_in) >= 1 && cuk_gemv_dp4a_max_tok(next->n_in) >= 1 &&
-           cuk_gemv_dp4a_xq_bytes(next->n_in, 1) <= b->hq_size && (size_t)(next->n_in / 32) <= b->hq_cnt_n;
-}
-
-/* matmul_ex with round_next (the writer: fused by cuk_gemv_dp4a_glu_round where cu_matmul_hands_off says so,
- * else the product, then the reader's rounding kernel on its output) or x_rounded (the reader, on b->hq). */
-static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y,
-                              const backend_mm_opts *opts, ai_err *err);
-static ai_status cu_handoff(cuda_be *b, const backend_weight *w, const float *x, int32_t n_tok, float *y,
-                            const backend_mm_opts *opts, ai_err *err)
-{
-    backend_mm_opts in = *opts;
-    in.round_next = NULL;
-    in.x_rounded = false;
-    if (opts->round_next) {
-        const backend_weight *nx = opts->round_next;
-        const int64_t n = w->n_out / 2;
-        if (opts->x_rounded || !opts->swiglu_out || !quantized(nx->type) || nx->n_in != n || n % 32 || n_tok < 1 ||
-            n_tok > CUK_GEMV_MAX_TOK || cuk_gemv_dp4a_xq_bytes(n, n_tok) > b->hq_size || (size_t)(n / 32) > b->hq_cnt_n)
-            return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: round_next needs swiglu_out, a quantized reader with n_in = "
-                                                   "n_out / 2 (a multiple of 32), reserved (matmul_reserve) and <= %d rows",
-                              CUK_GEMV_MAX_TOK);
-        b->hq_of.y = NULL;
-        ai_status st;
-        if (cu_matmul_hands_off(b, w, nx, n_tok)) {
-            in.swiglu_out = false;
-            st = cuk_gemv_dp4a_glu_round(b->stream, w, x, n_tok, y, nx->type, b->hq, b->hq_cnt, 0, &in, err);
-        } else {
-            st = cu_matmul_ex(b, w, x, n_tok, y, &in, err);
-            if (st == AI_OK) st = cuk_gemv_dp4a_quantize(b->stream, nx->type, y, n_tok, n, NULL, b->hq, err);
-        }
-        if (st == AI_OK) {
-            b->hq_of.y = y;
-            b->hq_of.n_tok = n_tok;
-            b->hq_of.n = n;
-            b->hq_of.t = nx->type;
-        }
-        return st;
-    }
-    /* the reader: the codes must be of this x, for this layout (q8_0's, or the q4 split halves) */
-    const dtype h = b->hq_of.t;
-    if (x != b->hq_of.y || !x || n_tok != b->hq_of.n_tok || w->n_in != b->hq_of.n || !quantized(w->type) ||
-        (w->type == DTYPE_Q8_0) != (h == DTYPE_Q8_0) || opts->norm_w || opts->swiglu_in || opts->in_ss ||
-        opts->swiglu_out || opts->rope_kv)
-        return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: x_rounded without a round_next product of this x before it "
-                                               "(same rows, n_in and layout), or with a prologue or swiglu / rope epilogue");
-    const int qmin = cuk_gemv_qmma_min_tok();
-    if (qmin > 0 && n_tok >= qmin && cuk_gemv_qmma_ok(w)) return cuk_gemv_qmma_xq(b->stream, w, b->hq, n_tok, y, &in, err);
-    return cuk_gemv_dp4a_xq(b->stream, w, b->hq, n_tok, y, &in, err);
 }
 static ai_status cu_matmul(void *ctx, const backend_weight *w, const float *x, int32_t n_tok, float *y, ai_err *err)
 {
@@ -308,7 +223,6 @@ static ai_status cu_matmul_ex(void *ctx, const backend_weight *w, const float *x
                  (opts->out_xn && (!opts->out_nw || !opts->out_ss || opts->swiglu_out))))
         return ai_err_set(err, AI_ERR_INVALID, "matmul_ex: in_ss takes no prologue; out_xn needs out_nw and out_ss "
                                                "and no swiglu epilogue");
-    if (opts && (opts->round_next || opts->x_rounded)) return cu_handoff(b, w, x, n_tok, y, opts, err);
     if (opts && opts->rope_kv && !(gemv && cuk_gemv_rope_fused(w, x, n_tok, opts))) {
         /* no kernel fuses this case: the product, then rope_store on its q|k|v rows */
         if (!backend_rope_kv_fits(opts, w->n_out))
@@ -511,8 +425,7 @@ static const backend_ops cuda_ops = {
     .embed = cu_embed, .rmsnorm = cu_rmsnorm, .add_rmsnorm = cu_add_rmsnorm, .add_bias = cu_add_bias,
     .swiglu = cu_swiglu, .swiglu_rows = cu_swiglu_rows, .gather_rows = cu_gather_rows, .rope_store = cu_rope_store,
     .matmul = cu_matmul, .matmul_ex = cu_matmul_ex, .matmul_reserve = cu_matmul_reserve,
-    .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .matmul_fuses_defer = cu_matmul_fuses_defer,
-    .matmul_hands_off = cu_matmul_hands_off, .kv_type_ok = cu_kv_type_ok,
+    .matmul_gemm_min_tok = cu_matmul_gemm_min_tok, .matmul_fuses_defer = cu_matmul_fuses_defer, .kv_type_ok = cu_kv_type_ok,
     .attention_work_size = cu_attention_work_size,
     .attention = cu_attention, .argmax = cu_argmax, .sample = cu_sample, .run = cu_run, .forget_graphs = cu_forget_graphs, .elapsed_ms = cu_elapsed_ms, .ceilings = cu_ceilings,
 };

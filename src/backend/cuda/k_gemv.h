@@ -94,16 +94,6 @@ ai_status cuk_gemv_dp4a_quantize(cuk_stream s, dtype t, const float *x, int32_t 
                                  const cuk_mm_opts *o, void *xq, ai_err *err);
 ai_status cuk_gemv_dp4a_xq(cuk_stream s, const cuk_weight *w, const void *xq, int32_t n_tok, float *y,
                            const cuk_mm_opts *o, ai_err *err);
-/* The int8 hand-off (backend_mm_opts.round_next) at one token: the gate|up product of a quantized FFN
- * with the SwiGLU in its epilogue, which also leaves its output rounded for the down product. w is gate|up
- * stacked (q8_0 / q4_0 / q4_1, 2 n rows, n % 32 == 0), y (1, n) = silu(x Wg^T) * (x Wu^T) as swiglu_out
- * writes it, and xq (cuk_gemv_dp4a_xq_bytes(n, 1) bytes) = what cuk_gemv_dp4a_quantize(t, y) would write for
- * a reader of weight type t, bit for bit: the warp that completes a 32-block of y rounds it. cnt: n / 32
- * counters, zero before the call and left zero after it. o: NULL, norm_w or in_ss (no swiglu_in,
- * accumulate, out_xn or rope_kv). unroll: 0 (2) or 4, the loads in flight per lane and row (a bench knob).
- * The reader then runs on xq (cuk_gemv_dp4a_xq) without its rounding kernel. */
-ai_status cuk_gemv_dp4a_glu_round(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y, dtype t,
-                                  void *xq, unsigned *cnt, int unroll, const cuk_mm_opts *o, ai_err *err);
 /* cuk_gemv_ex with scratch (work, >= cuk_gemv_work_size(w, n_tok) bytes, 16-byte aligned; NULL = none):
  * where cuk_gemv_ex would run the dp4a kernel with a prologue in CUK_GEMV_SPLIT_DEFAULT (or
  * AIINFRA_GEMV_SPLIT, for A/B runs: bit 1 = SwiGLU, 2 = norm), it runs cuk_gemv_dp4a_quantize into work

@@ -82,11 +82,10 @@
  * change. The backend's decode call (cuk_gemv_ex_work) now sends 2-16 tokens to the int8 tensor cores
  * (k_gemv_qmma.cu: 1.43x at 8 tokens) wherever that kernel exists.
  *
- * The int8 hand-off (template GQ, cuk_gemv_dp4a_glu_round; docs/gpu.md, since 2026-12-07): at one token
- * the gate|up product writes silu(g) * u and rounds it for the down product itself, instead of a rounding
- * kernel between the two GEMVs. Warps share out gate|up pairs (R = 2: rows p and n / 2 + p), and the warp
- * that completes a 32-block of the output (a counter per block) rounds it: handoff_round. 72-79 registers,
- * no spills (3 CTAs per SM). Built without a GPU; not measured yet.
+ * Tried 2026-12-07 (H100) and taken out: the gate|up product writing silu(g) * u and rounding it for the
+ * down product itself (warps sharing gate|up row pairs, a counter per 32-block, the block's last writer
+ * rounding it), to remove the rounding kernel between them. Bit-exact, but 0.91x in the q4_0 batch-1 step
+ * (even without PDL): docs/gpu.md, "The int8 hand-off".
  *
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
@@ -348,71 +347,27 @@ __device__ __forceinline__ void prefetch_rows(const unsigned char *w, size_t row
     }
 }
 
-/* The int8 hand-off's rounding (GQ, cuk_gemv_dp4a_glu_round): after storing h = y[t][p0 .. p1) (y is
- * (n_tok, n)), the warp adds its share of each 32-block it touched to the block's counter; the warp that
- * completes a block (count 32) reads the block's h back from L2, rounds it as k_quantize_x rounds (the same
- * round_item on the same floats, so the same codes and scales) into f.rq, and zeroes the counter for the
- * next launch. Which warp completes a block does not change the result. Warp-uniform call. */
-template <int T>
-__device__ __forceinline__ void handoff_round(const cuk_fuse &f, const float *h, int n, int n_tok, int p0, int p1,
-                                              int lane)
-{
-    static_assert(T <= 8, "one round of 4 lanes per token");
-    if (p0 >= p1) return;
-    __threadfence(); /* each lane's stores of h, before the counts that publish them */
-    __syncwarp();
-    for (int b = p0 >> 5; b <= (p1 - 1) >> 5; b++) {
-        const unsigned mine = (unsigned)(min(p1, (b + 1) << 5) - max(p0, b << 5));
-        int last = 0;
-        if (lane == 0) last = atomicAdd(f.rq_cnt + b, mine) + mine == 32u;
-        if (!__shfl_sync(0xFFFFFFFFu, last, 0)) continue;
-        __threadfence(); /* the other warps' stores of the block were made before their counts */
-        const int t = lane >> 2, e = (b << 5) + ((lane & 3) << 3);
-        const bool valid = t < T && t < n_tok;
-        float4 va = make_float4(0, 0, 0, 0), vb = va;
-        if (valid) {
-            va = __ldcg(reinterpret_cast<const float4 *>(h + (size_t)t * n + e));
-            vb = __ldcg(reinterpret_cast<const float4 *>(h + (size_t)t * n + e + 4));
-        }
-        unsigned char *tok = f.rq + (size_t)(valid ? t : 0) * tok_bytes(n);
-        if (f.rq_split) round_item<true, false>(va, vb, 0.0f, valid, tok, e, n);
-        else round_item<false, false>(va, vb, 0.0f, valid, tok, e, n);
-        if (lane == 0) f.rq_cnt[b] = 0u;
-    }
-}
-
 /* Warp g of G (all CTAs) owns rows [n_out g / G, n_out (g + 1) / G): every SM gets the same number of
  * rows (+-1 per warp) whatever n_out is, and walks them R at a time. early: the L2 prefetch of the
  * first rows is issued before cuk_pdl_wait (it reads no data, so it cannot see a stale value; the
- * weights are not written during a decode step) - a bench variant for now.
- * GQ (the int8 hand-off, cuk_gemv_dp4a_glu_round; R = 2): W is gate|up stacked, the warps share out the
- * n_out / 2 pairs instead (rows p and n_out / 2 + p are a group), the epilogue writes silu(g) * u and
- * handoff_round rounds it for the next product. */
-template <int K, int T, int R, int U, int W, int M, bool GQ = false>
+ * weights are not written during a decode step) - a bench variant for now. */
+template <int K, int T, int R, int U, int W, int M>
 __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ? 3 : 2) k_gemv_dp4a(const unsigned char *__restrict__ w,
                                                                      const unsigned char *__restrict__ scales,
                                                                      const float *__restrict__ x,
                                                                      float *__restrict__ y, int n_out, int n_in,
                                                                      int n_tok, int early, cuk_fuse fz)
 {
-    static_assert(!GQ || (R == 2 && (M == FUSE_NONE || M == FUSE_NORM)), "the hand-off: gate|up pairs, no input kernel");
     const int nblk = n_in / 32;
     const int nc = K == Q8_0 ? n_in / 16 : nblk; /* 16-byte chunks per row */
     const size_t row_bytes = (size_t)nc * 16;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const long long gw = (long long)blockIdx.x * W + warp, nw = (long long)gridDim.x * W;
-    const int n_share = GQ ? n_out / 2 : n_out; /* what the warps share out: rows, or gate|up pairs */
-    const int r_begin = (int)(n_share * gw / nw), r_end = (int)(n_share * (gw + 1) / nw);
-    const int npre = GQ ? min(1, r_end - r_begin) : min(R, r_end - r_begin);
-    if (early) {
-        prefetch_rows(w, row_bytes, r_begin, npre, lane);
-        if (GQ) prefetch_rows(w, row_bytes, n_share + r_begin, npre, lane);
-    }
+    const int r_begin = (int)(n_out * gw / nw), r_end = (int)(n_out * (gw + 1) / nw);
+    const int npre = min(R, r_end - r_begin);
+    if (early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
     cuk_pdl_wait();
-    if (!early) {
-        prefetch_rows(w, row_bytes, r_begin, npre, lane);
-        if (GQ) prefetch_rows(w, row_bytes, n_share + r_begin, npre, lane);
-    }
+    if (!early) prefetch_rows(w, row_bytes, r_begin, npre, lane);
 
     extern __shared__ __align__(16) unsigned char smem[];
     if constexpr (M == FUSE_XQ || M == FUSE_XQ_NORM)
@@ -441,8 +396,8 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
     const int pr = lane / T, pt = lane % T; /* the (row, token) this lane stores in each group */
     const bool pown = lane < R * T && pt < n_tok;
     const float prs = pown && fz.in_ss ? fuse_in_scale(fz, pt, n_in) : 1.0f; /* once: one token per lane */
-    for (int row0 = r_begin; row0 < r_end; row0 += GQ ? 1 : R) {
-        const int nv = GQ ? R : min(R, r_end - row0); /* valid rows of this group; the others load nothing */
+    for (int row0 = r_begin; row0 < r_end; row0 += R) {
+        const int nv = min(R, r_end - row0); /* valid rows of this group; the others load nothing */
         fuse_pre pre = {0.0f, prs, 0.0f};
         if (pown && pr < nv) {
             if (fz.acc) pre.y = y[(size_t)pt * n_out + row0 + pr];
@@ -452,7 +407,7 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
         int srow[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            srow[r] = GQ ? row0 + r * n_share : row0 + min(r, nv - 1);
+            srow[r] = row0 + min(r, nv - 1);
             wr[r] = reinterpret_cast<const uint4 *>(w + (size_t)srow[r] * row_bytes);
         }
         float acc[R][T] = {};
@@ -483,23 +438,6 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
                 if (c < nc) dot_chunk<K, T, R>(q[u], sc[u], smem, c, nblk, n_in, acc);
             }
         }
-        if constexpr (GQ) { /* lane t writes h = silu(g) * u of token t; no accumulate, no split-norm outputs */
-#pragma unroll
-            for (int t = 0; t < T; t++) {
-                float g = acc[0][t], u = acc[1][t];
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                    g += __shfl_xor_sync(0xFFFFFFFFu, g, o);
-                    u += __shfl_xor_sync(0xFFFFFFFFu, u, o);
-                }
-                if (lane == t && t < n_tok) {
-                    const float ss = MS == FUSE_NORM ? rs[t] : 0.0f;
-                    y[(size_t)t * n_share + row0] = fuse_silu_mul_acc(fuse_scale<MS>(fz, g, ss, n_in, prs),
-                                                                      fuse_scale<MS>(fz, u, ss, n_in, prs));
-                }
-            }
-            continue;
-        }
         double q = 0.0; /* squares of this lane's store, of token lane % T (T divides 32) */
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -517,31 +455,27 @@ __global__ void __launch_bounds__(W * 32, W == 16 ? 1 : (T == 1 && R * U <= 8) ?
         }
         if (fz.out_xn) ss_warp_add<T>(ss_run, q);
     }
-    if constexpr (GQ) handoff_round<T>(fz, y, n_share, n_tok, r_begin, r_end, lane);
-    else ss_warp_flush<T>(fz, ss_run, lane, n_tok);
+    ss_warp_flush<T>(fz, ss_run, lane, n_tok);
 }
 
-template <int K, int T, int R, int U, bool GQ = false>
+template <int K, int T, int R, int U>
 cudaError_t launch(cudaStream_t s, const cuk_weight *w, const float *x, int n_tok, float *y, int early, int m,
                    cuk_fuse f)
 {
     constexpr int W = Warps<T>::W;
     static_assert(W >= T, "the FUSE_NORM row sums take one warp per token");
-    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int, cuk_fuse);
-    if constexpr (GQ)
-        kern = m == FUSE_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM, true> : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE, true>;
-    else
-        kern = m == FUSE_NORM     ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
-               : m == FUSE_SWIGLU ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
-               : m == FUSE_XQ     ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ>
-               : m == FUSE_XQ_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ_NORM>
-                                  : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
+    void (*kern)(const unsigned char *, const unsigned char *, const float *, float *, int, int, int, int, cuk_fuse) =
+        m == FUSE_NORM     ? k_gemv_dp4a<K, T, R, U, W, FUSE_NORM>
+        : m == FUSE_SWIGLU ? k_gemv_dp4a<K, T, R, U, W, FUSE_SWIGLU>
+        : m == FUSE_XQ     ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ>
+        : m == FUSE_XQ_NORM ? k_gemv_dp4a<K, T, R, U, W, FUSE_XQ_NORM>
+                           : k_gemv_dp4a<K, T, R, U, W, FUSE_NONE>;
     const int n_in = (int)w->n_in, n_out = (int)w->n_out;
     const size_t smem = smem_bytes(T, n_in);
     long long cap = 0;
     const cudaError_t e = cuk_resident_ctas(kern, W * 32, smem, &cap);
     if (e != cudaSuccess) return e;
-    const long long groups = GQ ? n_out / 2 : ((long long)n_out + R - 1) / R, need = (groups + W - 1) / W;
+    const long long groups = ((long long)n_out + R - 1) / R, need = (groups + W - 1) / W;
     const unsigned grid = (unsigned)(need < cap ? need : cap);
     const unsigned char *base = static_cast<const unsigned char *>(w->data);
     const unsigned char *sc = base + cuk_weight_qs_bytes(w->type, w->n_out, w->n_in);
@@ -704,41 +638,4 @@ extern "C" ai_status cuk_gemv_dp4a_xq(cuk_stream s, const cuk_weight *w, const v
                           (long long)w->n_in);
     return run_passes(s, w, static_cast<const float *>(xq), tok_bytes((int)w->n_in), n_tok, y, 0, 0, 1,
                       o && o->norm_w ? FUSE_XQ_NORM : FUSE_XQ, cuk_fuse_of(o), err);
-}
-
-extern "C" ai_status cuk_gemv_dp4a_glu_round(cuk_stream s, const cuk_weight *w, const float *x, int32_t n_tok, float *y,
-                                             dtype t, void *xq, unsigned *cnt, int unroll, const cuk_mm_opts *o,
-                                             ai_err *err)
-{
-    const bool wq = w && (w->type == DTYPE_Q8_0 || w->type == DTYPE_Q4_0 || w->type == DTYPE_Q4_1);
-    const bool tq = t == DTYPE_Q8_0 || t == DTYPE_Q4_0 || t == DTYPE_Q4_1;
-    if (!wq || !tq || !w->data || !x || !y || !xq || !cnt || n_tok != 1 || w->n_out < 64 || w->n_out > (1 << 30) ||
-        w->n_out % 64 || (uintptr_t)w->data % 16 || (uintptr_t)x % 16 || (uintptr_t)xq % 16 ||
-        (unroll != 0 && unroll != 2 && unroll != 4))
-        return ai_err_set(err, AI_ERR_INVALID, "cuk_gemv_dp4a_glu_round: bad arguments");
-    if (o && (o->swiglu_in || o->accumulate || o->out_xn || o->rope_kv || (o->norm_w && (o->in_ss || (uintptr_t)o->norm_w % 16))))
-        return ai_err_set(err, AI_ERR_INVALID,
-                          "cuk_gemv_dp4a_glu_round: a norm prologue or in_ss only (no swiglu_in, accumulate, out_xn, rope)");
-    if (cuk_gemv_dp4a_max_tok(w->n_in) < 1)
-        return ai_err_set(err, AI_ERR_UNSUPPORTED, "cuk_gemv_dp4a_glu_round: n_in %lld (x does not fit in shared memory)",
-                          (long long)w->n_in);
-    const int m = cuk_fuse_mode(o);
-    cuk_fuse f = cuk_fuse_of(o);
-    f.rq = static_cast<unsigned char *>(xq);
-    f.rq_cnt = cnt;
-    f.rq_split = t != DTYPE_Q8_0;
-    cudaStream_t cs = (cudaStream_t)s;
-    cudaError_t e;
-    /* R 2 U 2: a lane has as many 16-byte loads in flight as R1U4, the batch-1 kernel of n_in 4096 */
-    if (unroll == 4)
-        e = w->type == DTYPE_Q8_0   ? launch<Q8_0, 1, 2, 4, true>(cs, w, x, 1, y, 1, m, f)
-            : w->type == DTYPE_Q4_0 ? launch<Q4_0, 1, 2, 4, true>(cs, w, x, 1, y, 1, m, f)
-                                    : launch<Q4_1, 1, 2, 4, true>(cs, w, x, 1, y, 1, m, f);
-    else
-        e = w->type == DTYPE_Q8_0   ? launch<Q8_0, 1, 2, 2, true>(cs, w, x, 1, y, 1, m, f)
-            : w->type == DTYPE_Q4_0 ? launch<Q4_0, 1, 2, 2, true>(cs, w, x, 1, y, 1, m, f)
-                                    : launch<Q4_1, 1, 2, 2, true>(cs, w, x, 1, y, 1, m, f);
-    CUK_TRY(err, e, "cuk_gemv_dp4a_glu_round");
-    CUK_LAUNCHED(err, "cuk_gemv_dp4a_glu_round");
-    return AI_OK;
 }

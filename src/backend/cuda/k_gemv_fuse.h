@@ -57,11 +57,6 @@ struct cuk_fuse {
     cuk_rope_kv rk;
     float theta_scale;
     int kvs; /* KVS_* of rk.kv_type */
-    /* the int8 hand-off (cuk_gemv_dp4a_glu_round, k_gemv_dp4a.cu): the output rounded into rq (the dp4a
-     * layout, q4 split halves if rq_split), completed 32-blocks counted in rq_cnt (zero between launches) */
-    unsigned char *rq;
-    unsigned *rq_cnt;
-    int rq_split;
 };
 
 /* M of an options struct; FUSE_NONE for NULL. */
@@ -83,9 +78,6 @@ static inline cuk_fuse cuk_fuse_of(const cuk_mm_opts *o)
     f.rk = o && o->rope_kv ? *o->rope_kv : cuk_rope_kv{};
     f.theta_scale = o && o->rope_kv ? rope_theta_scale(f.rk.base, f.rk.rope_dim) : 0.0f;
     f.kvs = kvs_of(f.rk.kv_type);
-    f.rq = nullptr;
-    f.rq_cnt = nullptr;
-    f.rq_split = 0;
     return f;
 }
 
@@ -212,20 +204,12 @@ __device__ __forceinline__ fuse_pre fuse_pre_load(const cuk_fuse &f, const float
  * kSsAtomic: y^2 added to out_ss here, one double atomic per output (the kernels that hold one output per
  * CTA); the GEMVs that own many outputs per warp pass false, sum the squares of the values it returns
  * per token across lanes (ss_lanes_sum, ss_warp_add, ss_group_flush) and add them once per warp or lane group. */
-/* A finished dot product v of a token whose sum of squares is ss (FUSE_NORM) and whose split-norm scale
- * is rs (f.in_ss), scaled as the stores below scale it before the accumulate. */
-template <int M> __device__ __forceinline__ float fuse_scale(const cuk_fuse &f, float v, float ss, int n_in, float rs)
-{
-    if constexpr (M == FUSE_NORM) v *= 1.0f / sqrtf(ss / (float)n_in + f.eps);
-    if (f.in_ss) v *= rs;
-    return v;
-}
-
 template <int M, bool kSsAtomic = true>
 __device__ __forceinline__ float fuse_store_pre(const cuk_fuse &f, float *y, int n_out, int t, int row, float v,
                                                 float ss, int n_in, const fuse_pre &p)
 {
-    v = fuse_scale<M>(f, v, ss, n_in, p.rs);
+    if constexpr (M == FUSE_NORM) v *= 1.0f / sqrtf(ss / (float)n_in + f.eps);
+    if (f.in_ss) v *= p.rs;
     if (f.acc) v += p.y;
     y[(size_t)t * n_out + row] = v;
     if (f.out_xn) {
