@@ -85,7 +85,7 @@
  * Tried 2026-12-07 (H100) and taken out: the gate|up product writing silu(g) * u and rounding it for the
  * down product itself (warps sharing gate|up row pairs, a counter per 32-block, the block's last writer
  * rounding it), to remove the rounding kernel between them. Bit-exact, but 0.91x in the q4_0 batch-1 step
- * (even without PDL): docs/gpu.md, "The int8 hand-off".
+ * (0.995x without PDL): docs/gpu.md, "The int8 hand-off".
  *
  * Fused variants (template M, cuk_mm_opts; k_gemv_fuse.h says why): the rmsnorm or SwiGLU of the
  * input is computed while x is loaded and the residual add is done by the thread that writes y.
