@@ -24,15 +24,11 @@ h200() { nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 
 t() {
-  local bin=$G/tests/$1 filter=${2:-} to=${3:-300}
+  local bin=$G/tests/$1 filter=${2:-} to=${3:-300} log=$OUT/test_$1${2:+_$2}.log
   echo "== test $1 ${filter}"
-  if [ -n "$filter" ]; then
-    CUDA_TEST_FILTER=$filter timeout "$to" "$bin" >"$OUT/test_$1_$filter.log" 2>&1
-  else
-    timeout "$to" "$bin" >"$OUT/test_$1.log" 2>&1
-  fi
+  CUDA_TEST_FILTER=$filter timeout "$to" "$bin" >"$log" 2>&1
   echo "rc=$?"
-  tail -n 6 "$OUT"/test_"$1"${filter:+_$filter}.log
+  tail -n 6 "$log"
 }
 
 b() {
