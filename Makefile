@@ -121,10 +121,13 @@ $(VENV)/.ok: $(VENV_REQ)
 	@scripts/venv.sh $(VENV) $(VENV_REQ)
 
 # ---- test: unit tests under ASan/UBSan, then parity tests against the references
+# (with nvcc: cuobjdump for the SASS check of the PDL waits, tests/py/test_sass_pdl.py; it skips without)
+CUDA_TOOLS ?= $(HOME)/.cache/aiinfra/cuda-tools-13.5.37
 test: deps
 	@$(MAKE) --no-print-directory all asan data venv
-	@AIINFRA_BIN=$(abspath $(ASAN)/aiinfra) AIINFRA_DATA=$(abspath $(DATA)) AIINFRA_SHARED=$(SHARED) \
-	  PY=$(PY) scripts/run_tests.sh $(UNIT_BINS)
+	@cuobjdump=$$( [ "$(HAVE_CUDA)" = 1 ] && scripts/cuda-tools.sh $(VENV)/bin/pip $(CUDA_TOOLS) || true); \
+	  AIINFRA_BIN=$(abspath $(ASAN)/aiinfra) AIINFRA_DATA=$(abspath $(DATA)) AIINFRA_SHARED=$(SHARED) \
+	  CUOBJDUMP=$$cuobjdump NVCC=$(if $(HAVE_CUDA),$(NVCC)) PY=$(PY) scripts/run_tests.sh $(UNIT_BINS)
 
 run: deps
 	@$(MAKE) --no-print-directory all
