@@ -20,8 +20,8 @@ Kernels with no ACQBULK at all are not PDL-aware and are not checked (-v lists t
 
     scripts/sass_pdl_check.py [--allow FILE] [--cuobjdump PATH] OBJ.o ...
 
-cuobjdump is not in every CUDA toolkit install; `pip install nvidia-cuda-cuobjdump` has it (the
-Makefile's `sass-check` target does that in the test venv).
+cuobjdump (and the nvdisasm it runs) is not in every CUDA toolkit install: scripts/cuda-tools.sh
+fetches both from NVIDIA's PyPI wheels, and `make test` runs this through tests/py/test_sass_pdl.py.
 """
 import argparse
 import os
