@@ -74,13 +74,14 @@ def early_loads(insns):
     index = {a: i for i, (a, _, _, _) in enumerate(insns)}
     has_wait = any(op == "ACQBULK" for _, _, op, _ in insns)
     found, seen = {}, set()
-    # state: (i, facts: frozenset of (param, is_zero)), reg -> param, pred -> (param, nonzero_when_true)
+    # state: (i, facts: frozenset of (param, nonzero)), reg -> param, pred -> (param, nonzero_when_true)
     stack = [(0, frozenset(), {}, {})]
     while stack:
         i, facts, regs, preds = stack.pop()
-        if i >= len(insns) or (i, facts) in seen:
+        key = (i, facts, frozenset(preds.items()))
+        if i >= len(insns) or key in seen:
             continue
-        seen.add((i, facts))
+        seen.add(key)
         addr, pred, op, args = insns[i]
         base = op.split(".")[0]
         ops = operands(args)
@@ -91,18 +92,16 @@ def early_loads(insns):
         regs, preds = dict(regs), dict(preds)
         if base in ("ULDC", "LDC") and len(ops) == 2 and CBANK.match(ops[1]) and ".64" not in op:
             regs[ops[0]] = CBANK.match(ops[1]).group(1)
-        elif ops and ops[0] in regs and not pred:
-            del regs[ops[0]]
+        elif ops and ops[0] in regs:
+            del regs[ops[0]]  # written (predicated or not): the parameter is no longer known to be there
+        for d in ops[:2]:  # destination predicates (ISETP, PLOP3, ... write their first one or two)
+            preds.pop(d, None)
         m = PRED_DEF.match(op)
-        if m and len(ops) >= 4 and not pred:
+        if m and len(ops) == 5 and not pred and ops[1] == "PT" and ops[4] == "PT":
             a, b = ops[2], ops[3]
             src = regs.get(b) if a == "RZ" else regs.get(a) if b == "RZ" else None
-            if src and ops[1] == "PT":
+            if src:
                 preds[ops[0]] = (src, m.group(1) == "NE")  # (param, pred true means param != 0)
-            else:
-                preds.pop(ops[0], None)
-        elif ops and ops[0] in preds and ops[0] != "PT":
-            preds.pop(ops[0], None)
 
         def follow(j, taken_if_pred_true):
             """successor j, reached when the branch predicate has the given value"""
