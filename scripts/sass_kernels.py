@@ -18,24 +18,21 @@ cuobjdump (with nvdisasm beside it) comes from scripts/cuda-tools.sh; CUOBJDUMP 
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sass_pdl_check import demangle, parse_functions  # noqa: E402  (the same SASS reader)
+from sass_pdl_check import demangle, parse_functions, run_cuobjdump  # noqa: E402  (the same SASS reader)
 
 COUNTED = ("HGMMA", "HMMA", "IMMA", "IDP", "UTMALDG", "UBLKCP", "LDGSTS", "LDL", "STL")
 RES = re.compile(r"Function (\S+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 
 
-def cuobjdump(args):
+def cuobjdump(args, obj):
     tool = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump") or "cuobjdump"
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(shutil.which(tool) or tool) + os.pathsep + env.get("PATH", "")
-    r = subprocess.run([tool] + args, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"cuobjdump {' '.join(args)}: {r.stderr.strip()}")
-    return r.stdout
+    try:
+        return run_cuobjdump(tool, args, obj)
+    except RuntimeError as e:
+        sys.exit(str(e))
 
 
 def kernels(objs):
@@ -43,8 +40,8 @@ def kernels(objs):
     out = []
     for obj in objs:
         res = {m.group(1): dict(zip(("REG", "STACK", "SHARED", "LOCAL"), map(int, m.groups()[1:])))
-               for m in RES.finditer(cuobjdump(["-res-usage", obj]))}
-        funcs = parse_functions(cuobjdump(["-sass", obj]))
+               for m in RES.finditer(cuobjdump(["-res-usage"], obj))}
+        funcs = parse_functions(cuobjdump(["-sass"], obj))
         names = demangle(list(funcs))
         for mangled, insns in funcs.items():
             ops = [op for _, _, op, _ in insns]

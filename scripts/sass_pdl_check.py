@@ -144,6 +144,16 @@ def opcode(text):
     return words[1] if words[0].startswith("@") else words[0]
 
 
+def run_cuobjdump(tool, args, obj):
+    """`tool ARGS obj`'s output, nvdisasm looked up beside the tool first (scripts/cuda-tools.sh)."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(shutil.which(tool) or tool) + os.pathsep + env.get("PATH", "")
+    r = subprocess.run([tool] + args + [obj], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"{tool} {' '.join(args)} {obj}: {r.stderr.strip()}")
+    return r.stdout
+
+
 def demangle(names):
     cxxfilt = shutil.which("c++filt")
     if not cxxfilt:
@@ -168,18 +178,14 @@ def main():
             elif fields:
                 print(f"{args.allow}: want KERNEL_REGEX OPCODE_REGEX: {line.strip()}", file=sys.stderr)
                 return 2
-    env = dict(os.environ)  # cuobjdump runs nvdisasm: look beside it first (scripts/cuda-tools.sh)
-    tool_dir = os.path.dirname(shutil.which(args.cuobjdump) or args.cuobjdump)
-    if tool_dir:
-        env["PATH"] = tool_dir + os.pathsep + env.get("PATH", "")
     bad = 0
     n_kernels = 0
     for obj in args.objs:
-        sass = subprocess.run([args.cuobjdump, "-sass", obj], capture_output=True, text=True, env=env)
-        if sass.returncode != 0:
-            print(f"{obj}: cuobjdump failed: {sass.stderr.strip()}", file=sys.stderr)
+        try:
+            funcs = parse_functions(run_cuobjdump(args.cuobjdump, ["-sass"], obj))
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
             return 2
-        funcs = parse_functions(sass.stdout)
         names = demangle(list(funcs))
         for mangled, insns in funcs.items():
             n_kernels += 1
