@@ -2,8 +2,8 @@
 # Fetches cuobjdump and nvdisasm (SASS disassembly; some CUDA toolkit installs, CI's among them, ship
 # without them) from NVIDIA's PyPI wheels, pinned by version and sha256, into DIR/bin once:
 #   scripts/cuda-tools.sh PIP DIR      (PIP: the test venv's pip; prints DIR/bin/cuobjdump)
-# Used by tests/py/test_sass_pdl.py through the Makefile (CUOBJDUMP); a failed fetch leaves nothing and
-# the test skips with one line.
+# Used by tests/py/test_sass_*.py through the Makefile (CUOBJDUMP); a failed fetch leaves nothing and
+# those tests skip with one line.
 set -euo pipefail
 pip=$1 dir=$2
 if [ ! -x "$dir/bin/cuobjdump" ] || [ ! -x "$dir/bin/nvdisasm" ]; then

@@ -6,6 +6,7 @@ Environment (set by `make test` through scripts/run_tests.sh):
   AIINFRA_SHARED  ../shared (chat templates, tokenizer archive)
 """
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -45,3 +46,20 @@ def run_cli(binary, args, input_bytes=b"", check=True, timeout=120):
         raise AssertionError(f"{binary} {' '.join(map(str, args))} exited {p.returncode}:\n"
                              f"{p.stderr.decode(errors='replace')}")
     return p
+
+
+@pytest.fixture(scope="session")
+def cuobjdump():
+    """The disassembler for the SASS tests (scripts/cuda-tools.sh, via `make test`: CUOBJDUMP)."""
+    c = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
+    if not c or not Path(c).exists():
+        pytest.skip("no cuobjdump (make test fetches it when nvcc is present: scripts/cuda-tools.sh)")
+    return c
+
+
+def cuda_objects(*parts):
+    """The CUDA objects of this build whose path holds every one of parts; skips without any."""
+    objs = [o for o in sorted((ROOT / "build/cuda").rglob("*.o")) if all(p in str(o) for p in parts)]
+    if not objs:
+        pytest.skip("no CUDA objects under build/cuda (built without nvcc)")
+    return objs

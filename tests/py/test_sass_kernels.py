@@ -3,31 +3,20 @@ tensor-core instructions in the tensor-core kernels, TMA where TMA feeds them, n
 where the pages say none. Checked in the SASS of this build, so no GPU is needed; skips with one line
 without the CUDA objects or cuobjdump (scripts/cuda-tools.sh, via `make test`)."""
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import cuda_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "scripts/sass_kernels.py"
 
 
 @pytest.fixture(scope="module")
-def env():
-    c = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
-    if not c or not Path(c).exists():
-        pytest.skip("no cuobjdump (make test fetches it when nvcc is present: scripts/cuda-tools.sh)")
-    return dict(os.environ, CUOBJDUMP=c)
-
-
-def objects(*parts):
-    objs = sorted((ROOT / "build/cuda").rglob("*.o"))
-    objs = [o for o in objs if all(p in str(o) for p in parts)]
-    if not objs:
-        pytest.skip("no CUDA objects under build/cuda (built without nvcc)")
-    return objs
+def env(cuobjdump):
+    return dict(os.environ, CUOBJDUMP=cuobjdump)
 
 
 def check(env, expect, objs):
@@ -37,7 +26,7 @@ def check(env, expect, objs):
 
 
 def test_kernels_hold_what_the_pages_say(env):
-    rc, out = check(env, ROOT / "scripts/sass_expect.txt", objects())
+    rc, out = check(env, ROOT / "scripts/sass_expect.txt", cuda_objects())
     assert rc == 0, out
     assert " 0 misses" in out, out
 
@@ -46,6 +35,6 @@ def test_a_false_claim_and_a_lost_kernel_are_caught(env, tmp_path):
     """The inverse of a true claim must miss, and so must a rule whose regex names no kernel."""
     expect = tmp_path / "expect.txt"
     expect.write_text("gemm_v8_wgmma_tma\\(  -HGMMA\nno_such_kernel_v0\\(  +HMMA\n")
-    rc, out = check(env, expect, objects("kernels/gemm/"))
+    rc, out = check(env, expect, cuda_objects("kernels/gemm/"))
     assert rc == 1, out
     assert "2 misses" in out and "no kernel matches no_such_kernel_v0" in out, out

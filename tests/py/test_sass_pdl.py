@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cuda_objects
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = ROOT / "scripts/sass_pdl_check.py"
@@ -28,24 +29,13 @@ def load_check():
     return mod
 
 
-@pytest.fixture(scope="module")
-def cuobjdump():
-    c = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
-    if not c or not Path(c).exists():
-        pytest.skip("no cuobjdump (make test fetches it when nvcc is present: scripts/cuda-tools.sh)")
-    return c
-
-
-def run_check(cuobjdump, objs, allow=True):
-    cmd = [sys.executable, str(CHECK), "--cuobjdump", cuobjdump] + (["--allow", str(ALLOW)] if allow else [])
+def run_check(cuobjdump, objs):
+    cmd = [sys.executable, str(CHECK), "--cuobjdump", cuobjdump, "--allow", str(ALLOW)]
     return subprocess.run(cmd + [str(o) for o in objs], capture_output=True, text=True, timeout=600)
 
 
 def test_backend_kernels_wait_before_reading(cuobjdump):
-    objs = sorted((ROOT / "build/cuda").rglob("*.o"))
-    if not objs:
-        pytest.skip("no CUDA objects under build/cuda (built without nvcc)")
-    r = run_check(cuobjdump, objs)
+    r = run_check(cuobjdump, cuda_objects())
     assert r.returncode == 0, r.stdout + r.stderr
     n = int(r.stdout.strip().splitlines()[-1].split()[1])
     assert n > 100, r.stdout  # every object was read (the backend has hundreds of kernel instances)
